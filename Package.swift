@@ -1,0 +1,50 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+/// Every target opts into the same upcoming features (see Docs/Decisions.md).
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Conveyor",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
+    products: [
+        .library(name: "Conveyor", targets: ["Conveyor"]),
+        .library(name: "ConveyorTesting", targets: ["ConveyorTesting"]),
+        .executable(name: "conveyor-demo", targets: ["ConveyorDemo"]),
+    ],
+    targets: [
+        .target(name: "ConveyorPipeline", path: "Sources/Pipeline", swiftSettings: strictSettings),
+        .target(
+            name: "ConveyorBehaviors", dependencies: ["ConveyorPipeline"],
+            path: "Sources/Behaviors", swiftSettings: strictSettings),
+        .target(
+            name: "Conveyor", dependencies: ["ConveyorPipeline", "ConveyorBehaviors"],
+            path: "Sources/Client", swiftSettings: strictSettings),
+        .target(
+            name: "ConveyorTesting", dependencies: ["Conveyor"],
+            path: "Sources/Testing", swiftSettings: strictSettings),
+        .executableTarget(
+            name: "ConveyorDemo", dependencies: ["Conveyor", "ConveyorTesting"],
+            path: "Sources/Demo", swiftSettings: strictSettings),
+        // Test support (not a product): starts the loopback server in Tests/Server.
+        .target(name: "ConveyorTestSupport", path: "Tests/Support", swiftSettings: strictSettings),
+        .testTarget(
+            name: "ConveyorPipelineTests", dependencies: ["ConveyorPipeline", "ConveyorTesting"],
+            path: "Tests/ConveyorPipelineTests", swiftSettings: strictSettings),
+        .testTarget(
+            name: "ConveyorBehaviorsTests",
+            dependencies: ["ConveyorBehaviors", "Conveyor", "ConveyorTesting", "ConveyorTestSupport"],
+            path: "Tests/ConveyorBehaviorsTests", swiftSettings: strictSettings),
+        .testTarget(
+            name: "ConveyorTests", dependencies: ["Conveyor", "ConveyorTesting", "ConveyorTestSupport"],
+            path: "Tests/ConveyorTests", swiftSettings: strictSettings),
+        .testTarget(
+            name: "ConveyorTestingTests", dependencies: ["ConveyorTesting"],
+            path: "Tests/ConveyorTestingTests", swiftSettings: strictSettings),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,1 @@
+// Concrete behaviors live here (issue 3).

@@ -1,0 +1,93 @@
+public import ConveyorPipeline
+public import Foundation
+
+/// An API described as an enum, like Moya's `TargetType`: each case is an endpoint.
+///
+/// ```swift
+/// enum MovieAPI: Endpoint {
+///     case popular(page: Int)
+///     case rate(id: Int, stars: Int)
+///
+///     var method: HTTPMethod {
+///         switch self {
+///         case .popular: .get
+///         case .rate: .post
+///         }
+///     }
+///     var path: String {
+///         switch self {
+///         case .popular: "/movies/popular"
+///         case .rate(let id, _): "/movies/\(id)/rating"
+///         }
+///     }
+///     var query: QueryParameters {
+///         if case .popular(let page) = self { ["page": page] } else { [:] }
+///     }
+///     var body: RequestBody {
+///         if case .rate(_, let stars) = self { .json(["stars": stars]) } else { .none }
+///     }
+/// }
+///
+/// let movies: [Movie] = try await client.send(MovieAPI.popular(page: 1))
+/// ```
+public protocol Endpoint: Sendable {
+    /// The HTTP method; `GET` by default.
+    var method: HTTPMethod { get }
+    /// The path relative to the client's base URL.
+    var path: String { get }
+    /// Query parameters; none by default.
+    var query: QueryParameters { get }
+    /// Headers that win over behaviors' headers; none by default.
+    var headers: HTTPHeaders { get }
+    /// The body; none by default.
+    var body: RequestBody { get }
+    /// The per-attempt timeout; the client's by default.
+    var timeout: Duration? { get }
+    /// Behaviors for this endpoint only; none by default.
+    var behaviors: [any RequestBehavior] { get }
+    /// Client behaviors this endpoint leaves out; none by default.
+    var exclusions: [BehaviorExclusion] { get }
+}
+
+extension Endpoint {
+    /// `GET`.
+    public var method: HTTPMethod { .get }
+    /// No parameters.
+    public var query: QueryParameters { [:] }
+    /// No headers.
+    public var headers: HTTPHeaders { [:] }
+    /// No body.
+    public var body: RequestBody { .none }
+    /// The client's timeout.
+    public var timeout: Duration? { nil }
+    /// No behaviors.
+    public var behaviors: [any RequestBehavior] { [] }
+    /// No exclusions.
+    public var exclusions: [BehaviorExclusion] { [] }
+
+    /// A typed request for this endpoint that decodes its response with `decode`.
+    /// - Parameter decode: Turns the response into the output.
+    /// - Returns: The request.
+    public func request<Output>(
+        decode: @escaping @Sendable (HTTPResponse, JSONDecoder) throws -> Output
+    ) -> Request<Output> {
+        var request = Request(
+            method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
+            behaviors: behaviors, decode: decode)
+        request.exclusions = exclusions
+        return request
+    }
+
+    /// A typed request for this endpoint whose JSON response decodes into `Output`.
+    /// - Parameter output: The output type.
+    /// - Returns: The request.
+    public func request<Output: Decodable>(as output: Output.Type = Output.self) -> Request<Output> {
+        request(decode: decodeJSON)
+    }
+
+    /// A typed request for this endpoint that ignores the response body.
+    /// - Returns: The request.
+    public func requestIgnoringBody() -> Request<Void> {
+        request { _, _ in () }
+    }
+}

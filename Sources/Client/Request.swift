@@ -1,0 +1,201 @@
+public import ConveyorPipeline
+public import Foundation
+
+/// A typed request: where to send it, what to send, and what it returns.
+///
+/// `Output` is what ``NetworkClient/send(_:)`` returns: any `Decodable` (decoded as JSON with the
+/// client's decoder), `Data`, `String` (UTF-8), `Void` (the body is ignored, e.g. 204), or
+/// ``HTTPResponse`` (the raw response).
+///
+/// ```swift
+/// let popular = Request<[Movie]>(path: "/movies/popular", query: ["page": 1])
+/// let rate = Request<Void>(method: .post, path: "/movies/7/rating", body: .json(Rating(stars: 5)))
+///     .adding(ShowErrorBehavior(presenter))
+/// let login = Request<Session>(method: .post, path: "/login", body: .form(["user": user]))
+///     .excluding(.type(AuthTokenBehavior.self))
+/// ```
+public struct Request<Output>: Sendable {
+    /// The HTTP method.
+    public var method: HTTPMethod
+    /// A path relative to the client's base URL (`/movies/7`), or an absolute `http(s)` URL.
+    /// Characters that may not appear in a path are percent-encoded; a `?` starts a raw query.
+    public var path: String
+    /// Query parameters, appended after any query in ``path``.
+    public var query: QueryParameters
+    /// Headers set on the request itself; they win over headers added by behaviors.
+    public var headers: HTTPHeaders
+    /// The body.
+    public var body: RequestBody
+    /// The per-attempt timeout; `nil` uses the client's.
+    public var timeout: Duration?
+    /// Behaviors for this request only; they run after (inside) the client's.
+    public var behaviors: [any RequestBehavior]
+    /// Client behaviors this request leaves out.
+    public var exclusions: [BehaviorExclusion]
+
+    let decode: @Sendable (HTTPResponse, JSONDecoder) throws -> Output
+
+    /// Creates a request with a custom way to turn the response into `Output`.
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - path: A path relative to the base URL, or an absolute URL.
+    ///   - query: Query parameters.
+    ///   - headers: Headers that win over behaviors' headers.
+    ///   - body: The body.
+    ///   - timeout: The per-attempt timeout.
+    ///   - behaviors: Behaviors for this request only.
+    ///   - decode: Turns the final response into the output; a thrown error becomes
+    ///     ``NetworkError/decodingFailed(_:underlying:)``.
+    public init(
+        method: HTTPMethod = .get, path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:],
+        body: RequestBody = .none, timeout: Duration? = nil, behaviors: [any RequestBehavior] = [],
+        decode: @escaping @Sendable (HTTPResponse, JSONDecoder) throws -> Output
+    ) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+        self.behaviors = behaviors
+        self.exclusions = []
+        self.decode = decode
+    }
+
+    /// This request with more per-request behaviors (run after the ones it has).
+    /// - Parameter behaviors: The behaviors to add.
+    public func adding(_ behaviors: any RequestBehavior...) -> Request {
+        adding(behaviors)
+    }
+
+    /// This request with more per-request behaviors (run after the ones it has).
+    /// - Parameter behaviors: The behaviors to add.
+    public func adding(_ behaviors: [any RequestBehavior]) -> Request {
+        var copy = self
+        copy.behaviors.append(contentsOf: behaviors)
+        return copy
+    }
+
+    /// This request without the client behaviors the exclusions select.
+    /// - Parameter exclusions: For example `.type(AuthTokenBehavior.self)` or `.named("auth")`.
+    public func excluding(_ exclusions: BehaviorExclusion...) -> Request {
+        var copy = self
+        copy.exclusions.append(contentsOf: exclusions)
+        return copy
+    }
+}
+
+extension Request where Output: Decodable {
+    /// Creates a request whose JSON response body is decoded into `Output`.
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - path: A path relative to the base URL, or an absolute URL.
+    ///   - query: Query parameters.
+    ///   - headers: Headers that win over behaviors' headers.
+    ///   - body: The body.
+    ///   - timeout: The per-attempt timeout.
+    ///   - behaviors: Behaviors for this request only.
+    public init(
+        method: HTTPMethod = .get, path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:],
+        body: RequestBody = .none, timeout: Duration? = nil, behaviors: [any RequestBehavior] = []
+    ) {
+        self.init(
+            method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
+            behaviors: behaviors, decode: decodeJSON)
+    }
+}
+
+extension Request where Output == Data {
+    /// Creates a request that returns the raw response body.
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - path: A path relative to the base URL, or an absolute URL.
+    ///   - query: Query parameters.
+    ///   - headers: Headers that win over behaviors' headers.
+    ///   - body: The body.
+    ///   - timeout: The per-attempt timeout.
+    ///   - behaviors: Behaviors for this request only.
+    public init(
+        method: HTTPMethod = .get, path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:],
+        body: RequestBody = .none, timeout: Duration? = nil, behaviors: [any RequestBehavior] = []
+    ) {
+        self.init(
+            method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
+            behaviors: behaviors, decode: { response, _ in response.body })
+    }
+}
+
+extension Request where Output == String {
+    /// Creates a request that returns the response body as UTF-8 text; invalid UTF-8 fails
+    /// with ``NetworkError/decodingFailed(_:underlying:)``.
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - path: A path relative to the base URL, or an absolute URL.
+    ///   - query: Query parameters.
+    ///   - headers: Headers that win over behaviors' headers.
+    ///   - body: The body.
+    ///   - timeout: The per-attempt timeout.
+    ///   - behaviors: Behaviors for this request only.
+    public init(
+        method: HTTPMethod = .get, path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:],
+        body: RequestBody = .none, timeout: Duration? = nil, behaviors: [any RequestBehavior] = []
+    ) {
+        self.init(
+            method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
+            behaviors: behaviors,
+            decode: { response, _ in
+                guard let text = String(validating: response.body, as: UTF8.self) else { throw InvalidUTF8Error() }
+                return text
+            })
+    }
+}
+
+extension Request where Output == Void {
+    /// Creates a request whose response body is ignored (for example a `204 No Content`).
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - path: A path relative to the base URL, or an absolute URL.
+    ///   - query: Query parameters.
+    ///   - headers: Headers that win over behaviors' headers.
+    ///   - body: The body.
+    ///   - timeout: The per-attempt timeout.
+    ///   - behaviors: Behaviors for this request only.
+    public init(
+        method: HTTPMethod = .get, path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:],
+        body: RequestBody = .none, timeout: Duration? = nil, behaviors: [any RequestBehavior] = []
+    ) {
+        self.init(
+            method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
+            behaviors: behaviors, decode: { _, _ in () })
+    }
+}
+
+extension Request where Output == HTTPResponse {
+    /// Creates a request that returns the whole response (status, headers, body).
+    /// - Parameters:
+    ///   - method: The HTTP method.
+    ///   - path: A path relative to the base URL, or an absolute URL.
+    ///   - query: Query parameters.
+    ///   - headers: Headers that win over behaviors' headers.
+    ///   - body: The body.
+    ///   - timeout: The per-attempt timeout.
+    ///   - behaviors: Behaviors for this request only.
+    public init(
+        method: HTTPMethod = .get, path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:],
+        body: RequestBody = .none, timeout: Duration? = nil, behaviors: [any RequestBehavior] = []
+    ) {
+        self.init(
+            method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
+            behaviors: behaviors, decode: { response, _ in response })
+    }
+}
+
+/// The response body is not valid UTF-8.
+struct InvalidUTF8Error: Error, SafelyDescribable {
+    var description: String { "the body is not valid UTF-8" }
+}
+
+/// Decodes a JSON body; a plain function so no metatype is captured in a closure.
+@Sendable func decodeJSON<Output: Decodable>(_ response: HTTPResponse, _ decoder: JSONDecoder) throws -> Output {
+    try decoder.decode(Output.self, from: response.body)
+}

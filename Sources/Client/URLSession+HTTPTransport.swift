@@ -1,0 +1,50 @@
+public import ConveyorPipeline
+
+#if canImport(FoundationNetworking)
+    import Foundation
+    public import FoundationNetworking
+#else
+    public import Foundation
+#endif
+
+/// `URLSession` is an ``HTTPTransport`` as it is: pass `URLSession.shared` or your own session.
+///
+/// It builds the `URLRequest` once per attempt, after every behavior has run. Settings only
+/// URLSession knows (cache policy, cellular access, cookies) come from its configuration.
+/// The request's timeout is enforced by ``NetworkClient`` on its clock, so sub-second timeouts
+/// work on Linux too; the `URLRequest` gets a whole-second backstop one second longer.
+extension URLSession: HTTPTransport {
+    /// Sends one attempt with `data(for:)`.
+    /// - Parameter request: The attempt, after every behavior ran.
+    /// - Returns: The response, whatever its status.
+    /// - Throws: `URLError` (mapped by the client to ``NetworkError``), or
+    ///   ``NetworkError/transportFailed(_:)`` when the response is not HTTP.
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method.rawValue
+        for field in request.headers {
+            urlRequest.addValue(field.value, forHTTPHeaderField: field.name)
+        }
+        urlRequest.httpBody = request.body
+        if let timeout = request.timeout {
+            let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+            urlRequest.timeoutInterval = seconds.rounded(.up) + 1
+        }
+        let (data, response) = try await data(for: urlRequest)
+        guard let http = response as? HTTPURLResponse else {
+            throw NetworkError.transportFailed(NotHTTPResponseError())
+        }
+        var headers = HTTPHeaders()
+        for (name, value) in http.allHeaderFields {
+            if let name = name as? String, let value = value as? String {
+                headers.add(name: name, value: value)
+            }
+        }
+        return HTTPResponse(status: http.statusCode, headers: headers, body: data, request: request)
+    }
+}
+
+/// The transport received a response that is not HTTP.
+struct NotHTTPResponseError: Error, SafelyDescribable {
+    var description: String { "the response is not an HTTP response" }
+}

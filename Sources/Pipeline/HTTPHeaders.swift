@@ -1,0 +1,211 @@
+/// An ordered list of HTTP header fields whose names compare case-insensitively.
+///
+/// `HTTPHeaders` keeps fields in the order they were added and allows a name to repeat,
+/// like swift-http-types' `HTTPFields`. The subscript reads the first value for a name and
+/// replaces every field of that name when set:
+///
+/// ```swift
+/// var headers: HTTPHeaders = ["Accept": "application/json"]
+/// headers["X-Request-ID"] = "42"
+/// headers["accept"]          // "application/json"
+/// headers.add(name: "Cache-Control", value: "no-cache")
+/// ```
+///
+/// Its `description` redacts the values of credential headers (see ``isSensitive(_:)``),
+/// so printing a request or an error never reveals a token.
+public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, ExpressibleByDictionaryLiteral,
+    CustomStringConvertible, CustomDebugStringConvertible
+{
+    /// One header field: a name and its value.
+    public struct Field: Sendable, Hashable {
+        /// The field name, with the case it was given.
+        public var name: String
+        /// The field value.
+        public var value: String
+
+        /// Creates a field.
+        /// - Parameters:
+        ///   - name: The field name.
+        ///   - value: The field value.
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    @usableFromInline var fields: [Field]
+
+    /// Creates an empty header list.
+    public init() { fields = [] }
+
+    /// Creates a header list from fields, keeping their order.
+    /// - Parameter fields: The fields.
+    public init(_ fields: [Field]) { self.fields = fields }
+
+    /// Creates a header list from a dictionary literal, keeping the literal's order.
+    /// - Parameter elements: Name/value pairs.
+    public init(dictionaryLiteral elements: (String, String)...) {
+        fields = elements.map { Field(name: $0.0, value: $0.1) }
+    }
+
+    /// The position of the first field.
+    public var startIndex: Int { fields.startIndex }
+    /// The position after the last field.
+    public var endIndex: Int { fields.endIndex }
+    /// The field at a position.
+    /// - Parameter position: A valid index.
+    public subscript(position: Int) -> Field { fields[position] }
+
+    /// The value of the first field with this name (case-insensitive), or `nil`.
+    ///
+    /// Setting a value replaces all fields with this name by one field at the position of the
+    /// first; setting `nil` removes them all.
+    /// - Parameter name: The field name, in any case.
+    public subscript(name: String) -> String? {
+        get {
+            for field in fields where Self.namesEqual(field.name, name) { return field.value }
+            return nil
+        }
+        set {
+            guard let newValue else {
+                remove(name: name)
+                return
+            }
+            if let first = fields.firstIndex(where: { Self.namesEqual($0.name, name) }) {
+                fields[first] = Field(name: fields[first].name, value: newValue)
+                var index = fields.index(after: first)
+                while index < fields.endIndex {
+                    if Self.namesEqual(fields[index].name, name) {
+                        fields.remove(at: index)
+                    } else {
+                        index += 1
+                    }
+                }
+            } else {
+                fields.append(Field(name: name, value: newValue))
+            }
+        }
+    }
+
+    /// All values for a name (case-insensitive), in order.
+    /// - Parameter name: The field name.
+    /// - Returns: The values; empty if there is none.
+    public func values(for name: String) -> [String] {
+        fields.lazy.filter { Self.namesEqual($0.name, name) }.map(\.value)
+    }
+
+    /// Whether a field with this name (case-insensitive) exists.
+    /// - Parameter name: The field name.
+    public func contains(_ name: String) -> Bool {
+        fields.contains { Self.namesEqual($0.name, name) }
+    }
+
+    /// Appends a field, keeping fields of the same name that are already there.
+    /// - Parameters:
+    ///   - name: The field name.
+    ///   - value: The field value.
+    public mutating func add(name: String, value: String) {
+        fields.append(Field(name: name, value: value))
+    }
+
+    /// Removes every field with this name (case-insensitive).
+    /// - Parameter name: The field name.
+    public mutating func remove(name: String) {
+        fields.removeAll { Self.namesEqual($0.name, name) }
+    }
+
+    /// Sets each field of `other` here, replacing fields of the same name: `other` wins.
+    /// - Parameter other: The fields to set.
+    public mutating func merge(_ other: HTTPHeaders) {
+        for field in other.fields { self[field.name] = field.value }
+    }
+
+    /// Two header lists are equal when they hold the same fields in the same order, with names
+    /// compared case-insensitively.
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        guard lhs.fields.count == rhs.fields.count else { return false }
+        for (a, b) in zip(lhs.fields, rhs.fields) where a.value != b.value || !namesEqual(a.name, b.name) {
+            return false
+        }
+        return true
+    }
+
+    /// Hashes the fields with lowercased names, consistent with `==`.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(fields.count)
+        for field in fields {
+            hasher.combine(field.name.lowercased())
+            hasher.combine(field.value)
+        }
+    }
+
+    /// The fields as `Name: value` lines, with credential values shown as `***`.
+    public var description: String {
+        fields.map { "\($0.name): \(Self.isSensitive($0.name) ? "***" : $0.value)" }.joined(separator: "\n")
+    }
+
+    /// Same as ``description``: credentials are redacted here too.
+    public var debugDescription: String { "HTTPHeaders([\(fields.map { "\"\($0.name)\": \"\(Self.isSensitive($0.name) ? "***" : $0.value)\"" }.joined(separator: ", "))])" }
+
+    /// Whether a header carries credentials and must never be printed:
+    /// `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`.
+    /// - Parameter name: The field name, in any case.
+    public static func isSensitive(_ name: String) -> Bool {
+        namesEqual(name, "Authorization") || namesEqual(name, "Proxy-Authorization")
+            || namesEqual(name, "Cookie") || namesEqual(name, "Set-Cookie")
+    }
+
+    /// ASCII case-insensitive comparison without allocating.
+    @inlinable
+    static func namesEqual(_ a: String, _ b: String) -> Bool {
+        var a = a.utf8.makeIterator()
+        var b = b.utf8.makeIterator()
+        while true {
+            switch (a.next(), b.next()) {
+            case (nil, nil): return true
+            case let (x?, y?):
+                if x == y { continue }
+                let lx = x &- 65 < 26 ? x | 0x20 : x
+                let ly = y &- 65 < 26 ? y | 0x20 : y
+                if lx != ly { return false }
+            default: return false
+            }
+        }
+    }
+}
+
+extension HTTPHeaders {
+    /// Why a header cannot be sent.
+    public enum ValidationFailure: Sendable, Hashable {
+        /// The name is empty.
+        case emptyName
+        /// The name contains a character outside RFC 9110's token set (space, colon, CR, LF…).
+        case invalidName
+        /// The value contains CR, LF, NUL or another control character other than tab.
+        case invalidValue
+    }
+
+    /// Checks a field before it is sent: a name must be a non-empty RFC 9110 token, a value must
+    /// not contain CR, LF, NUL or other control characters (tab is allowed).
+    /// - Returns: The first problem found, or `nil` when every field can be sent.
+    package func firstInvalidField() -> (name: String, failure: ValidationFailure)? {
+        for field in fields {
+            if field.name.utf8.isEmpty { return (field.name, .emptyName) }
+            for byte in field.name.utf8 where !Self.isTokenByte(byte) { return (field.name, .invalidName) }
+            for byte in field.value.utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
+                return (field.name, .invalidValue)
+            }
+        }
+        return nil
+    }
+
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+
+/// Everything that can go wrong with a request, in terms a caller can act on.
+///
+/// Every public `send` of Conveyor throws only this type, so a `switch` covers all cases:
+///
+/// ```swift
+/// do {
+///     let movies: [Movie] = try await client.get("/movies")
+/// } catch .unauthorized {
+///     showLogin()
+/// } catch .offline, .timedOut {
+///     showRetryBanner()
+/// } catch {
+///     showError(error)
+/// }
+/// ```
+///
+/// Descriptions never contain header values, query strings or bodies, so they are safe to log.
+public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// The request could not be built or may not be sent (a bad URL, a header with CR/LF/NUL,
+    /// a body that failed to encode). Nothing was sent.
+    case invalidRequest(String)
+    /// A behavior's hook threw; `behavior` is its ``RequestBehavior/name``.
+    case behaviorFailed(behavior: String, hook: RequestHook, underlying: any Error)
+    /// The server answered 401 (and 401 is not an acceptable status).
+    case unauthorized(HTTPResponse)
+    /// The server answered 404 (and 404 is not an acceptable status).
+    case notFound(HTTPResponse)
+    /// The server answered another status outside the acceptable ones; the response (body
+    /// included) is kept.
+    case unacceptableStatus(HTTPResponse)
+    /// The body could not be decoded into the requested output; the response (body included) is kept.
+    case decodingFailed(HTTPResponse, underlying: any Error)
+    /// The attempt took longer than the request's timeout.
+    case timedOut
+    /// The device has no network connection.
+    case offline
+    /// The server could not be reached or the connection broke: DNS failure, connection refused,
+    /// connection lost. Usually worth retrying.
+    case connectionFailed(any Error)
+    /// The request's task was cancelled.
+    case cancelled
+    /// The transport failed in another way (TLS, a malformed response…).
+    case transportFailed(any Error)
+
+    /// The response, for the cases that keep one.
+    public var response: HTTPResponse? {
+        switch self {
+        case .unauthorized(let response), .notFound(let response), .unacceptableStatus(let response),
+            .decodingFailed(let response, _):
+            response
+        default: nil
+        }
+    }
+
+    /// The HTTP status, for the cases that keep a response.
+    public var status: Int? { response?.status }
+
+    /// A short English explanation with no secrets in it.
+    public var description: String {
+        switch self {
+        case .invalidRequest(let reason): "Invalid request: \(reason)"
+        case .behaviorFailed(let behavior, let hook, let underlying):
+            "Behavior \(behavior) failed in \(hook): \(Self.describe(underlying))"
+        case .unauthorized(let response): "Unauthorized: \(response)"
+        case .notFound(let response): "Not found: \(response)"
+        case .unacceptableStatus(let response): "Unacceptable status \(response)"
+        case .decodingFailed(let response, let underlying):
+            "Decoding failed for \(response): \(Self.describe(underlying))"
+        case .timedOut: "The request timed out"
+        case .offline: "The device is offline"
+        case .connectionFailed(let underlying): "Connection failed: \(Self.describe(underlying))"
+        case .cancelled: "The request was cancelled"
+        case .transportFailed(let underlying): "Transport failed: \(Self.describe(underlying))"
+        }
+    }
+
+    /// Same as ``description``.
+    public var debugDescription: String { "NetworkError: \(description)" }
+
+    /// Describes an underlying error without printing anything it may carry (URLs with query
+    /// strings, header values): its type and, for Foundation errors, domain and code.
+    /// A `DecodingError` keeps its coding path and message, which hold no values from the body.
+    package static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as NetworkError: return error.description
+        case let error as DecodingError: return describe(decoding: error)
+        case is CancellationError: return "CancellationError"
+        case let error as URLError: return "URLError(code: \(error.code.rawValue))"
+        case let error as any SafelyDescribable: return error.description
+        default:
+            let ns = error as NSError
+            return "\(type(of: error)) (\(ns.domain) \(ns.code))"
+        }
+    }
+
+    private static func describe(decoding error: DecodingError) -> String {
+        func path(_ context: DecodingError.Context) -> String {
+            context.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+        }
+        switch error {
+        case .typeMismatch(let type, let context):
+            return "type mismatch for \(type) at '\(path(context))': \(context.debugDescription)"
+        case .valueNotFound(let type, let context):
+            return "missing \(type) value at '\(path(context))'"
+        case .keyNotFound(let key, let context):
+            return "missing key '\(key.stringValue)' at '\(path(context))'"
+        case .dataCorrupted(let context):
+            return "data corrupted at '\(path(context))': \(context.debugDescription)"
+        @unknown default:
+            return "DecodingError"
+        }
+    }
+}
+
+/// An error whose `description` is known to hold no secrets, so ``NetworkError`` may print it.
+///
+/// Conveyor's own errors conform; conform yours when their descriptions are safe to log.
+public protocol SafelyDescribable: CustomStringConvertible {}
+
+extension NetworkError {
+    /// Maps any error thrown while sending to a `NetworkError`: `NetworkError` stays as it is,
+    /// cancellation becomes ``cancelled``, `URLError`s become ``timedOut``, ``offline``,
+    /// ``connectionFailed(_:)`` or ``cancelled`` by code, anything else ``transportFailed(_:)``.
+    /// - Parameter error: The error a transport threw.
+    public init(transportError error: any Error) {
+        switch error {
+        case let error as NetworkError: self = error
+        case is CancellationError: self = .cancelled
+        case let error as URLError:
+            switch error.code {
+            case .cancelled: self = .cancelled
+            case .timedOut: self = .timedOut
+            case .notConnectedToInternet, .dataNotAllowed, .internationalRoamingOff, .callIsActive:
+                self = .offline
+            case .cannotFindHost, .cannotConnectToHost, .networkConnectionLost, .dnsLookupFailed,
+                .resourceUnavailable:
+                self = .connectionFailed(error)
+            default: self = .transportFailed(error)
+            }
+        default: self = .transportFailed(error)
+        }
+    }
+
+    /// Whether this is ``cancelled``.
+    public var isCancellation: Bool {
+        if case .cancelled = self { return true }
+        return false
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+
+/// A typed key for per-request state stored in a ``RequestContext``, like SwiftUI's
+/// `EnvironmentKey`.
+///
+/// ```swift
+/// enum StartTimeKey: RequestContextKey {
+///     static let defaultValue: ContinuousClock.Instant? = nil
+/// }
+/// context[StartTimeKey.self] = .now          // in beforeSend
+/// let start = context[StartTimeKey.self]      // in afterSuccess
+/// ```
+public protocol RequestContextKey: Sendable {
+    /// The type of the stored value.
+    associatedtype Value: Sendable
+    /// The value read before anything was stored.
+    static var defaultValue: Value { get }
+}
+
+/// A number that identifies one logical request (all its attempts) within this process.
+public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The raw number, increasing from 1.
+    public let rawValue: UInt64
+
+    /// Creates an identifier from a raw number.
+    /// - Parameter rawValue: The number.
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+
+    /// `#N`.
+    public var description: String { "#\(rawValue)" }
+
+    /// Orders identifiers by their number.
+    public static func < (lhs: RequestID, rhs: RequestID) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    private static let counter = Locked<UInt64>(0)
+
+    /// The next identifier in this process (thread-safe, increasing).
+    public static func next() -> RequestID {
+        RequestID(rawValue: counter.withLock { $0 += 1; return $0 })
+    }
+}
+
+/// The state of one logical request, shared by every behavior's hooks across all its attempts.
+///
+/// A behavior value serves many requests at once, so it must keep per-request state here,
+/// never in its own properties (design contract, point 6):
+///
+/// ```swift
+/// struct TimingBehavior: RequestBehavior {
+///     enum Start: RequestContextKey { static let defaultValue: ContinuousClock.Instant? = nil }
+///     func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
+///         context[Start.self] = .now
+///     }
+///     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
+///         if let start = context[Start.self] { print(ContinuousClock.now - start) }
+///     }
+/// }
+/// ```
+///
+/// It is safe to read and write from any task.
+public final class RequestContext: @unchecked Sendable {
+    // @unchecked: `attempt` and `storage` are only touched while holding `lock`.
+    private let lock = NSLock()
+    private var _attempt = 1
+    private var storage: [ObjectIdentifier: any Sendable] = [:]
+
+    /// Identifies this logical request (the same for all attempts).
+    public let requestID: RequestID
+
+    /// The request as the caller made it, before any behavior changed it.
+    public let originalRequest: HTTPRequest
+
+    /// Creates a context for a new logical request.
+    /// - Parameters:
+    ///   - request: The request as the caller made it.
+    ///   - requestID: Its identifier; a new one by default.
+    public init(request: HTTPRequest, requestID: RequestID = .next()) {
+        self.originalRequest = request
+        self.requestID = requestID
+    }
+
+    /// Which attempt is being prepared, sent or judged: 1 for the first, 2 for the first retry…
+    public var attempt: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return _attempt
+    }
+
+    package func setAttempt(_ attempt: Int) {
+        lock.lock()
+        _attempt = attempt
+        lock.unlock()
+    }
+
+    /// Reads or writes the value stored for a key; reads the key's default until one is written.
+    /// - Parameter key: The key type.
+    public subscript<Key: RequestContextKey>(key: Key.Type) -> Key.Value {
+        get {
+            lock.lock()
+            defer { lock.unlock() }
+            return storage[ObjectIdentifier(key)] as? Key.Value ?? Key.defaultValue
+        }
+        set {
+            lock.lock()
+            storage[ObjectIdentifier(key)] = newValue
+            lock.unlock()
+        }
+    }
+
+    /// Atomically reads and changes the value for a key.
+    /// - Parameters:
+    ///   - key: The key type.
+    ///   - body: Receives the current value (or the default) to change in place.
+    /// - Returns: What `body` returns.
+    public func update<Key: RequestContextKey, Result>(
+        _ key: Key.Type, _ body: (inout Key.Value) throws -> Result
+    ) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        var value = storage[ObjectIdentifier(key)] as? Key.Value ?? Key.defaultValue
+        let result = try body(&value)
+        storage[ObjectIdentifier(key)] = value
+        return result
+    }
+}

@@ -1,0 +1,20 @@
+/// Names one hook of ``RequestBehavior``; used in errors and by recording behaviors.
+public enum RequestHook: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// ``RequestBehavior/additionalHeaders(for:context:)``
+    case additionalHeaders
+    /// ``RequestBehavior/modify(_:context:)``
+    case modify
+    /// ``RequestBehavior/beforeSend(_:context:)``
+    case beforeSend
+    /// ``RequestBehavior/validate(_:context:)``
+    case validate
+    /// ``RequestBehavior/retryDecision(after:response:context:)``
+    case retryDecision
+    /// ``RequestBehavior/afterSuccess(_:context:)``
+    case afterSuccess
+    /// ``RequestBehavior/afterFailure(_:context:)``
+    case afterFailure
+
+    /// The hook's name.
+    public var description: String { rawValue }
+}

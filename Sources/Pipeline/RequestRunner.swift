@@ -1,0 +1,177 @@
+/// The engine: runs one logical request through a behavior chain and a transport, implementing
+/// the design contract (order, header merge, attempts vs requests, balance, retries on a clock).
+///
+/// It is built once per client and holds no per-request state; everything a request needs
+/// lives in its ``RequestContext`` and on the stack of ``run(_:chain:context:decode:)``.
+package struct RequestRunner: Sendable {
+    package var transport: any HTTPTransport
+    package var clock: any Clock<Duration>
+    /// Hard cap on attempts per logical request, whatever behaviors decide.
+    package var attemptLimit: Int
+    package var acceptableStatusCodes: Set<Int>
+
+    package init(
+        transport: any HTTPTransport, clock: any Clock<Duration> = ContinuousClock(), attemptLimit: Int = 10,
+        acceptableStatusCodes: Set<Int> = Set(200..<300)
+    ) {
+        self.transport = transport
+        self.clock = clock
+        self.attemptLimit = max(1, attemptLimit)
+        self.acceptableStatusCodes = acceptableStatusCodes
+    }
+
+    /// Runs `request` through `chain` until it succeeds, fails for good or is cancelled.
+    ///
+    /// - `additionalHeaders`, `modify`, `validate`, `retryDecision` run for every attempt;
+    /// - `beforeSend` runs once, after the first attempt is prepared; from then on exactly one of
+    ///   `afterSuccess` / `afterFailure` runs before this returns or throws. If the first attempt
+    ///   cannot be prepared, nothing was sent and no once-per-request hook runs.
+    /// - `decode` turns the final response into the output; its failure fails the attempt.
+    package func run<Output>(
+        _ request: HTTPRequest, chain: CombinedRequestBehavior, context: RequestContext,
+        decode: (HTTPResponse) throws -> Output
+    ) async throws(NetworkError) -> Output {
+        var attempt = 1
+        var began = false
+        while true {
+            context.setAttempt(attempt)
+            let failure: NetworkError
+            var response: HTTPResponse?
+            do throws(NetworkError) {
+                if Task.isCancelled { throw .cancelled }
+                let prepared = try await prepare(request, chain: chain, context: context)
+                if !began {
+                    began = true
+                    await chain.beforeSend(prepared, context: context)
+                    if Task.isCancelled { throw .cancelled }
+                }
+                let received = try await send(prepared)
+                response = received
+                let output = try await judge(received, chain: chain, context: context, decode: decode)
+                await chain.afterSuccess(received, context: context)
+                return output
+            } catch {
+                failure = error
+            }
+
+            // Failure path: stop, or ask the chain whether to try again.
+            guard began else { throw failure }
+            if failure.isCancellation || Task.isCancelled {
+                await chain.afterFailure(.cancelled, context: context)
+                throw .cancelled
+            }
+            guard attempt < attemptLimit,
+                case .retry(let delay) = await chain.retryDecision(
+                    after: failure, response: response ?? failure.response, context: context)
+            else {
+                await chain.afterFailure(failure, context: context)
+                throw failure
+            }
+            if delay > .zero {
+                do {
+                    try await clock.sleep(for: delay)
+                } catch {
+                    await chain.afterFailure(.cancelled, context: context)
+                    throw .cancelled
+                }
+            }
+            if Task.isCancelled {
+                await chain.afterFailure(.cancelled, context: context)
+                throw .cancelled
+            }
+            attempt += 1
+        }
+    }
+
+    /// Builds one attempt: behavior headers (explicit request headers win), then `modify`,
+    /// then header validation.
+    package func prepare(
+        _ request: HTTPRequest, chain: CombinedRequestBehavior, context: RequestContext
+    ) async throws(NetworkError) -> HTTPRequest {
+        var attempt = request
+        do {
+            let added = try await chain.additionalHeaders(for: request, context: context)
+            for field in added where !request.headers.contains(field.name) {
+                attempt.headers.add(name: field.name, value: field.value)
+            }
+            try await chain.modify(&attempt, context: context)
+        } catch {
+            // CombinedRequestBehavior maps every hook error to a NetworkError.
+            throw NetworkError(hookError: error, behavior: chain, hook: .modify)
+        }
+        if let (name, failure) = attempt.headers.firstInvalidField() {
+            let printable = name.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "?" }.joined()
+            switch failure {
+            case .emptyName: throw .invalidRequest("a header has an empty name")
+            case .invalidName: throw .invalidRequest("header name '\(printable)' is not a valid HTTP token")
+            case .invalidValue:
+                throw .invalidRequest("header '\(printable)' has a value with CR, LF, NUL or another control character")
+            }
+        }
+        return attempt
+    }
+
+    /// Sends one attempt, racing the request's timeout (if any) on the clock.
+    package func send(_ request: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
+        guard let timeout = request.timeout else {
+            do {
+                return try await transport.send(request)
+            } catch {
+                throw NetworkError(transportError: error)
+            }
+        }
+        let transport = self.transport
+        let clock = self.clock
+        let first = await withTaskGroup(of: Result<HTTPResponse, NetworkError>?.self) { group in
+            group.addTask {
+                do {
+                    return .success(try await transport.send(request))
+                } catch {
+                    return .failure(NetworkError(transportError: error))
+                }
+            }
+            group.addTask {
+                do {
+                    try await clock.sleep(for: timeout)
+                    return nil  // the timer fired first
+                } catch {
+                    return .failure(.cancelled)
+                }
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        switch first {
+        case nil: throw .timedOut
+        case .success(let response): return response
+        case .failure(let error): throw error
+        }
+    }
+
+    /// Judges a response: acceptable status, then `validate` hooks, then decoding.
+    private func judge<Output>(
+        _ response: HTTPResponse, chain: CombinedRequestBehavior, context: RequestContext,
+        decode: (HTTPResponse) throws -> Output
+    ) async throws(NetworkError) -> Output {
+        guard acceptableStatusCodes.contains(response.status) else {
+            switch response.status {
+            case 401: throw .unauthorized(response)
+            case 404: throw .notFound(response)
+            default: throw .unacceptableStatus(response)
+            }
+        }
+        do {
+            try await chain.validate(response, context: context)
+        } catch {
+            throw NetworkError(hookError: error, behavior: chain, hook: .validate)
+        }
+        do {
+            return try decode(response)
+        } catch let error as NetworkError {
+            throw error
+        } catch {
+            throw .decodingFailed(response, underlying: error)
+        }
+    }
+}

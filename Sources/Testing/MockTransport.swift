@@ -1,0 +1,224 @@
+public import ConveyorPipeline
+public import Foundation
+
+/// An ``HTTPTransport`` for tests: answers with replies you queue or stub, records every request,
+/// and never touches the network.
+///
+/// ```swift
+/// let mock = MockTransport()
+/// mock.stub(.get, "/movies", reply: .json([Movie(id: 1, title: "Alien")]))
+/// mock.enqueue(.status(503), .status(200))          // answered in order, for any request
+/// let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
+/// …
+/// #expect(mock.requests.map(\.url.path) == ["/movies"])
+/// ```
+///
+/// Queued replies are used first, in order (each once); then stubs, most recent first. A request
+/// that matches neither throws ``UnexpectedRequest`` listing what was expected — the client turns
+/// it into ``NetworkError/transportFailed(_:)``, so the test fails with that message.
+public final class MockTransport: HTTPTransport, Sendable {
+    /// What the mock answers.
+    public indirect enum Reply: Sendable {
+        /// A response with this status, headers and body.
+        case response(status: Int, headers: HTTPHeaders, body: Data)
+        /// Throw this error (for example `URLError(.notConnectedToInternet)`).
+        case failure(any Error)
+        /// Never answer; ends with `CancellationError` when the task is cancelled.
+        case hang
+        /// Wait on the mock's clock, then answer.
+        case delayed(Duration, Reply)
+
+        /// An empty response with this status.
+        /// - Parameters:
+        ///   - status: The status code.
+        ///   - headers: The header fields.
+        public static func status(_ status: Int, headers: HTTPHeaders = [:]) -> Reply {
+            .response(status: status, headers: headers, body: Data())
+        }
+
+        /// A JSON response of an encoded value.
+        /// - Parameters:
+        ///   - value: The value to encode.
+        ///   - status: The status code; 200 by default.
+        ///   - headers: Extra header fields.
+        public static func json(_ value: some Encodable, status: Int = 200, headers: HTTPHeaders = [:]) -> Reply {
+            var headers = headers
+            if !headers.contains("Content-Type") { headers.add(name: "Content-Type", value: "application/json") }
+            do {
+                return .response(status: status, headers: headers, body: try JSONEncoder().encode(value))
+            } catch {
+                return .failure(error)
+            }
+        }
+
+        /// A response whose body is UTF-8 text.
+        /// - Parameters:
+        ///   - text: The body text.
+        ///   - status: The status code; 200 by default.
+        ///   - headers: Extra header fields.
+        public static func text(_ text: String, status: Int = 200, headers: HTTPHeaders = [:]) -> Reply {
+            .response(status: status, headers: headers, body: Data(text.utf8))
+        }
+    }
+
+    /// Which requests a queued reply or stub answers.
+    public struct Matcher: Sendable, CustomStringConvertible {
+        let method: HTTPMethod?
+        let path: String?
+        let query: [String: String]?
+
+        /// Any request.
+        public static let any = Matcher(method: nil, path: nil, query: nil)
+
+        /// Requests with this method (if given), URL path and query items (if given; others may be present).
+        /// - Parameters:
+        ///   - method: The method, or `nil` for any.
+        ///   - path: The URL path, e.g. `/v1/movies`.
+        ///   - query: Query items that must be present with these values.
+        public static func request(_ method: HTTPMethod? = nil, _ path: String, query: [String: String]? = nil)
+            -> Matcher
+        {
+            Matcher(method: method, path: path, query: query)
+        }
+
+        /// Whether the request matches.
+        /// - Parameter request: A request.
+        public func matches(_ request: HTTPRequest) -> Bool {
+            if let method, method != request.method { return false }
+            if let path, path != request.url.path { return false }
+            if let query {
+                let items = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+                for (name, value) in query where !items.contains(where: { $0.name == name && $0.value == value }) {
+                    return false
+                }
+            }
+            return true
+        }
+
+        /// `GET /path ?a=1`, or `any request`.
+        public var description: String {
+            guard method != nil || path != nil || query != nil else { return "any request" }
+            var text = [method?.rawValue ?? "*", path ?? "*"].joined(separator: " ")
+            if let query { text += " ?" + query.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "&") }
+            return text
+        }
+    }
+
+    /// Thrown for a request that no queued reply or stub matches.
+    public struct UnexpectedRequest: Error, SafelyDescribable {
+        /// `METHOD path` of the request.
+        public let request: String
+        /// The matchers that were available.
+        public let expected: [String]
+        /// Explains what arrived and what was expected.
+        public var description: String {
+            "MockTransport: unexpected request \(request); expected: "
+                + (expected.isEmpty ? "nothing (no reply queued or stubbed)" : expected.joined(separator: "; "))
+        }
+    }
+
+    private struct State {
+        var queue: [(Matcher, Reply)] = []
+        var stubs: [(Matcher, Reply)] = []
+        var requests: [HTTPRequest] = []
+    }
+
+    private let state = Locked(State())
+    private let clock: any Clock<Duration>
+
+    /// Creates a mock.
+    /// - Parameter clock: The clock `.delayed` replies wait on; a real clock by default.
+    public init(clock: any Clock<Duration> = ContinuousClock()) {
+        self.clock = clock
+    }
+
+    /// Queues replies, answered in order, each once, for any request.
+    /// - Parameter replies: The replies.
+    public func enqueue(_ replies: Reply...) {
+        state.withLock { state in state.queue.append(contentsOf: replies.map { (Matcher.any, $0) }) }
+    }
+
+    /// Queues a reply for the next request that matches.
+    /// - Parameters:
+    ///   - matcher: Which request it answers.
+    ///   - reply: The reply.
+    public func enqueue(_ matcher: Matcher, reply: Reply) {
+        state.withLock { $0.queue.append((matcher, reply)) }
+    }
+
+    /// Answers every matching request with this reply (later stubs win over earlier ones).
+    /// - Parameters:
+    ///   - method: The method, or `nil` for any.
+    ///   - path: The URL path.
+    ///   - query: Query items that must be present.
+    ///   - reply: The reply.
+    public func stub(_ method: HTTPMethod? = nil, _ path: String, query: [String: String]? = nil, reply: Reply) {
+        state.withLock { $0.stubs.append((.request(method, path, query: query), reply)) }
+    }
+
+    /// Every request received, in order.
+    public var requests: [HTTPRequest] { state.withLock { $0.requests } }
+
+    /// Forgets queued replies, stubs and recorded requests.
+    public func reset() { state.withLock { $0 = State() } }
+
+    /// Records the request and answers with the first matching reply.
+    /// - Parameter request: The request.
+    /// - Returns: The reply's response.
+    /// - Throws: The reply's error, `CancellationError`, or ``UnexpectedRequest``.
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let reply = try state.withLock { state throws(UnexpectedRequest) -> Reply in
+            state.requests.append(request)
+            if let index = state.queue.firstIndex(where: { $0.0.matches(request) }) {
+                return state.queue.remove(at: index).1
+            }
+            if let stub = state.stubs.last(where: { $0.0.matches(request) }) { return stub.1 }
+            throw UnexpectedRequest(
+                request: "\(request.method) \(request.url.path)",
+                expected: (state.queue + state.stubs).map { $0.0.description })
+        }
+        return try await answer(reply, to: request)
+    }
+
+    private func answer(_ reply: Reply, to request: HTTPRequest) async throws -> HTTPResponse {
+        switch reply {
+        case .response(let status, let headers, let body):
+            try Task.checkCancellation()
+            return HTTPResponse(status: status, headers: headers, body: body, request: request)
+        case .failure(let error):
+            throw error
+        case .hang:
+            try await hangUntilCancelled()
+            throw CancellationError()
+        case .delayed(let delay, let reply):
+            try await clock.sleep(for: delay)
+            return try await answer(reply, to: request)
+        }
+    }
+
+    private func hangUntilCancelled() async throws {
+        let stream = AsyncStream<Never> { _ in }
+        for await _ in stream {}
+        try Task.checkCancellation()
+    }
+}
+
+extension HTTPRequest {
+    /// The body decoded as JSON, for asserting what a request sent.
+    /// - Parameter type: The type to decode.
+    /// - Returns: The decoded value.
+    /// - Throws: `DecodingError`, or ``MissingBody`` when there is no body.
+    public func decodedBody<T: Decodable>(as type: T.Type = T.self) throws -> T {
+        guard let body else { throw MissingBody() }
+        return try JSONDecoder().decode(T.self, from: body)
+    }
+
+    /// The body as UTF-8 text, or `nil`.
+    public var bodyText: String? { body.map { String(decoding: $0, as: UTF8.self) } }
+}
+
+/// The request has no body.
+public struct MissingBody: Error, SafelyDescribable {
+    /// Explains the error.
+    public var description: String { "the request has no body" }
+}
