@@ -63,6 +63,9 @@ public final class RequestContext: @unchecked Sendable {
     private let lock = NSLock()
     private var _attempt = 1
     private var storage: [ObjectIdentifier: any Sendable] = [:]
+    private var cancelRequested = false
+    private var interruptible = false
+    private var cancelWaiters: [CheckedContinuation<Void, Never>] = []
 
     /// Identifies this logical request (the same for all attempts).
     public let requestID: RequestID
@@ -90,6 +93,65 @@ public final class RequestContext: @unchecked Sendable {
         lock.lock()
         _attempt = attempt
         lock.unlock()
+    }
+
+    /// Asks the request to stop: an attempt in flight is interrupted if ``makeInterruptible()``
+    /// was called, no further attempt or retry starts, and the request fails with
+    /// ``NetworkError/cancelled`` (behaviors still get their `afterFailure`).
+    ///
+    /// For behaviors that must stop a request from outside its task, such as a background task
+    /// that expires.
+    public func cancel() {
+        lock.lock()
+        cancelRequested = true
+        let waiters = cancelWaiters
+        cancelWaiters = []
+        lock.unlock()
+        waiters.forEach { $0.resume() }
+    }
+
+    /// Whether ``cancel()`` was called.
+    public var isCancelled: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return cancelRequested
+    }
+
+    /// Lets ``cancel()`` interrupt an attempt that is already in flight. Call it from a
+    /// request-side hook (`additionalHeaders`, `modify`, `beforeSend`) of a behavior that may
+    /// cancel; it costs one task group per attempt, so requests that never need it don't pay.
+    public func makeInterruptible() {
+        lock.lock()
+        interruptible = true
+        lock.unlock()
+    }
+
+    package var isInterruptible: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return interruptible
+    }
+
+    /// Returns when ``cancel()`` is called or the current task is cancelled.
+    package func waitUntilCancelled() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                lock.lock()
+                if cancelRequested || Task.isCancelled {
+                    lock.unlock()
+                    continuation.resume()
+                    return
+                }
+                cancelWaiters.append(continuation)
+                lock.unlock()
+            }
+        } onCancel: {
+            lock.lock()
+            let waiters = cancelWaiters
+            cancelWaiters = []
+            lock.unlock()
+            waiters.forEach { $0.resume() }
+        }
     }
 
     /// Reads or writes the value stored for a key; reads the key's default until one is written.

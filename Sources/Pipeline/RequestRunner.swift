@@ -38,14 +38,14 @@ package struct RequestRunner: Sendable {
             let failure: NetworkError
             var response: HTTPResponse?
             do throws(NetworkError) {
-                if Task.isCancelled { throw .cancelled }
+                if Task.isCancelled || context.isCancelled { throw .cancelled }
                 let prepared = try await prepare(request, chain: chain, context: context)
                 if !began {
                     began = true
                     await chain.beforeSend(prepared, context: context)
-                    if Task.isCancelled { throw .cancelled }
                 }
-                let received = try await send(prepared)
+                if Task.isCancelled || context.isCancelled { throw .cancelled }
+                let received = try await send(prepared, context: context)
                 response = received
                 let output = try await judge(received, chain: chain, context: context, decode: decode)
                 await chain.afterSuccess(received, context: context)
@@ -56,7 +56,7 @@ package struct RequestRunner: Sendable {
 
             // Failure path: stop, or ask the chain whether to try again.
             guard began else { throw failure }
-            if failure.isCancellation || Task.isCancelled {
+            if failure.isCancellation || Task.isCancelled || context.isCancelled {
                 await chain.afterFailure(.cancelled, context: context)
                 throw .cancelled
             }
@@ -69,13 +69,13 @@ package struct RequestRunner: Sendable {
             }
             if delay > .zero {
                 do {
-                    try await clock.sleep(for: delay)
+                    try await wait(delay, context: context)
                 } catch {
                     await chain.afterFailure(.cancelled, context: context)
                     throw .cancelled
                 }
             }
-            if Task.isCancelled {
+            if Task.isCancelled || context.isCancelled {
                 await chain.afterFailure(.cancelled, context: context)
                 throw .cancelled
             }
@@ -111,9 +111,29 @@ package struct RequestRunner: Sendable {
         return attempt
     }
 
-    /// Sends one attempt, racing the request's timeout (if any) on the clock.
-    package func send(_ request: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
-        guard let timeout = request.timeout else {
+    /// Waits a backoff delay on the clock; an interruptible context's `cancel()` ends it early.
+    private func wait(_ delay: Duration, context: RequestContext) async throws {
+        guard context.isInterruptible else { return try await clock.sleep(for: delay) }
+        let clock = self.clock
+        let slept = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { (try? await clock.sleep(for: delay)) != nil }
+            group.addTask {
+                await context.waitUntilCancelled()
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if !slept { throw CancellationError() }
+    }
+
+    /// Sends one attempt. Races the transport against the request's timeout on the clock (if
+    /// there is one) and against `context.cancel()` (if the context is interruptible); otherwise
+    /// calls the transport directly, with no task group.
+    package func send(_ request: HTTPRequest, context: RequestContext) async throws(NetworkError) -> HTTPResponse {
+        let interruptible = context.isInterruptible
+        guard request.timeout != nil || interruptible else {
             do {
                 return try await transport.send(request)
             } catch {
@@ -130,11 +150,19 @@ package struct RequestRunner: Sendable {
                     return .failure(NetworkError(transportError: error))
                 }
             }
-            group.addTask {
-                do {
-                    try await clock.sleep(for: timeout)
-                    return nil  // the timer fired first
-                } catch {
+            if let timeout = request.timeout {
+                group.addTask {
+                    do {
+                        try await clock.sleep(for: timeout)
+                        return nil  // the timer fired first
+                    } catch {
+                        return .failure(.cancelled)
+                    }
+                }
+            }
+            if interruptible {
+                group.addTask {
+                    await context.waitUntilCancelled()
                     return .failure(.cancelled)
                 }
             }
