@@ -48,6 +48,14 @@ public struct RecordingBehavior: RequestBehavior {
         public let label: String
         /// The hook that threw.
         public let hook: RequestHook
+        /// Creates a failure.
+        /// - Parameters:
+        ///   - label: The behavior's label.
+        ///   - hook: The hook.
+        public init(label: String, hook: RequestHook) {
+            self.label = label
+            self.hook = hook
+        }
         /// `label failed in hook`.
         public var description: String { "\(label) failed in \(hook)" }
     }
