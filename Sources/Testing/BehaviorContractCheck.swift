@@ -1,0 +1,194 @@
+public import ConveyorPipeline
+import Foundation
+import Conveyor
+
+/// Runs your own behavior through the scenarios the pipeline contract covers and reports what it
+/// gets wrong.
+///
+/// Give it a **probe** that reads the global state your behavior changes (a counter's value,
+/// the background tasks still open, the tokens handed out). After each scenario the probe must read
+/// what it read before. A behavior whose `beforeSend` work is not undone exactly once, or that
+/// keeps per-request state on the instance (so concurrent requests end each other's work), leaves
+/// the probe changed.
+///
+/// ```swift
+/// @Test func myBehaviorKeepsTheContract() async {
+///     let runner = FakeTaskRunner()
+///     let check = BehaviorContractCheck(MyBackgroundTaskBehavior(runner: runner), probe: { runner.openTasks })
+///     let violations = await check.run()
+///     #expect(violations.isEmpty, "\(violations)")
+/// }
+/// ```
+///
+/// Scenarios: success, error status, transport failure, two retries then success, cancellation
+/// mid-flight, cancellation during a backoff wait, and 20 concurrent requests that finish in
+/// reverse order. Each is also checked for hooks that throw where the behavior should not.
+public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
+    /// One thing the behavior got wrong.
+    public struct Violation: Sendable, Hashable, CustomStringConvertible {
+        /// The scenario, e.g. `"cancelled mid-flight"`.
+        public let scenario: String
+        /// What went wrong.
+        public let message: String
+        /// `scenario: message`.
+        public var description: String { "\(scenario): \(message)" }
+    }
+
+    let behavior: any RequestBehavior
+    let probe: @Sendable () async -> Probe
+    let reply: MockTransport.Reply
+    let concurrentRequests: Int
+
+    /// Creates a check.
+    /// - Parameters:
+    ///   - behavior: The behavior under test.
+    ///   - reply: What the server answers when a scenario needs success; `200` with no body by default.
+    ///   - concurrentRequests: How many requests the concurrency scenario runs at once.
+    ///   - probe: Reads the global state the behavior changes; it must read the same after each scenario.
+    public init(
+        _ behavior: any RequestBehavior, reply: MockTransport.Reply = .status(200), concurrentRequests: Int = 20,
+        probe: @escaping @Sendable () async -> Probe
+    ) {
+        self.behavior = behavior
+        self.probe = probe
+        self.reply = reply
+        self.concurrentRequests = max(2, concurrentRequests)
+    }
+
+    /// Runs every scenario and returns the violations found (empty when the behavior keeps the contract).
+    public func run() async -> [Violation] {
+        var violations: [Violation] = []
+        for scenario in Scenario.allCases {
+            let before = await probe()
+            let problems = await run(scenario)
+            violations += problems.map { Violation(scenario: scenario.rawValue, message: $0) }
+            let after = await probe()
+            if before != after {
+                violations.append(
+                    Violation(
+                        scenario: scenario.rawValue,
+                        message: "state not restored after the request ended: before \(before), after \(after) "
+                            + "(unbalanced hooks, or per-request state kept on the instance)"))
+            }
+        }
+        return violations
+    }
+
+    enum Scenario: String, CaseIterable {
+        case success = "success"
+        case errorStatus = "error status 500"
+        case transportFailure = "transport failure"
+        case retries = "two retries, then success"
+        case cancelledInFlight = "cancelled mid-flight"
+        case cancelledInBackoff = "cancelled during a backoff wait"
+        case concurrent = "concurrent requests finishing in reverse order"
+    }
+
+    /// Fails a scenario's expectations into messages.
+    private func run(_ scenario: Scenario) async -> [String] {
+        let clock = ManualClock()
+        let mock = MockTransport(clock: clock)
+        let retries = RetryCounter()
+        let client = NetworkClient(
+            baseURL: URL(string: "http://127.0.0.1:9/contract-check")!, transport: mock,
+            configuration: .init(clock: clock)
+        ) {
+            behavior
+            retries
+        }
+        let request = Request<Void>(path: "/resource")
+        switch scenario {
+        case .success:
+            mock.enqueue(reply)
+            return expect(await outcome(client, request), toBe: nil)
+        case .errorStatus:
+            mock.enqueue(.status(500))
+            return expect(await outcome(client, request), toBe: "unacceptableStatus")
+        case .transportFailure:
+            mock.enqueue(.failure(URLError(.networkConnectionLost)))
+            return expect(await outcome(client, request), toBe: "connectionFailed")
+        case .retries:
+            retries.retryAttempts(below: 3, after: .seconds(1))
+            mock.enqueue(.status(503), .status(503), reply)
+            let task = Task { await outcome(client, request) }
+            for _ in 0..<2 {
+                await clock.waitForSleepers(1)
+                clock.advanceToNextDeadline()
+            }
+            var problems = expect(await task.value, toBe: nil)
+            if mock.requests.count != 3 {
+                problems.append("expected 3 attempts, saw \(mock.requests.count)")
+            }
+            return problems
+        case .cancelledInFlight:
+            mock.enqueue(.delayed(.seconds(60), reply))
+            let task = Task { await outcome(client, request) }
+            await clock.waitForSleepers(1)
+            task.cancel()
+            return expect(await task.value, toBe: "cancelled")
+        case .cancelledInBackoff:
+            retries.retryAttempts(below: 3, after: .seconds(30))
+            mock.enqueue(.status(503), reply)
+            let task = Task { await outcome(client, request) }
+            await clock.waitForSleepers(1)
+            task.cancel()
+            return expect(await task.value, toBe: "cancelled")
+        case .concurrent:
+            let count = concurrentRequests
+            for index in 0..<count {
+                // Request i answers after (count - i) seconds, so they end in reverse order.
+                mock.enqueue(.request(.get, "/contract-check/resource", query: ["n": "\(index)"]),
+                    reply: .delayed(.seconds(count - index), reply))
+            }
+            let tasks = (0..<count).map { index in
+                Task { await outcome(client, Request<Void>(path: "/resource", query: ["n": index])) }
+            }
+            await clock.waitForSleepers(count)
+            for _ in 0..<count {
+                clock.advance(by: .seconds(1))
+                await Task.yield()
+            }
+            var problems: [String] = []
+            for task in tasks { problems += expect(await task.value, toBe: nil) }
+            return Array(Set(problems)).sorted()
+        }
+    }
+
+    /// `nil` for success, else the error's case name; a `behaviorFailed` is reported as such.
+    private func outcome(_ client: NetworkClient, _ request: Request<Void>) async -> String? {
+        do {
+            try await client.send(request)
+            return nil
+        } catch {
+            switch error {
+            case .behaviorFailed(let name, let hook, _): return "the behavior \(name) threw in \(hook)"
+            case .invalidRequest(let reason): return "the request became invalid: \(reason)"
+            case .unacceptableStatus: return "unacceptableStatus"
+            case .connectionFailed: return "connectionFailed"
+            case .cancelled: return "cancelled"
+            default: return "\(error)"
+            }
+        }
+    }
+
+    private func expect(_ outcome: String?, toBe expected: String?) -> [String] {
+        guard outcome != expected else { return [] }
+        return ["expected \(expected ?? "success"), got \(outcome ?? "success")"]
+    }
+}
+
+/// Retries attempts below a number after a delay, for the retry scenarios.
+private final class RetryCounter: RequestBehavior {
+    private let settings = Locked<(below: Int, delay: Duration)>((0, .zero))
+
+    func retryAttempts(below attempt: Int, after delay: Duration) {
+        settings.withLock { $0 = (attempt, delay) }
+    }
+
+    func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
+        -> RetryDecision
+    {
+        let (below, delay) = settings.withLock { $0 }
+        return context.attempt < below ? .retry(after: delay) : .doNotRetry
+    }
+}
