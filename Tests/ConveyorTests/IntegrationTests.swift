@@ -1,0 +1,211 @@
+import Conveyor
+import ConveyorTestSupport
+import ConveyorTesting
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// What `/echo` answers.
+struct Echo: Decodable, Sendable {
+    var method: String
+    var path: String
+    var rawQuery: String
+    var query: [String: [String]]
+    var headers: [String: String]
+    var body: String
+    var form: [String: [String]]?
+
+    func json<T: Decodable>(as type: T.Type) throws -> T { try JSONDecoder().decode(T.self, from: Data(body.utf8)) }
+}
+
+struct Note: Codable, Equatable, Sendable {
+    var title: String
+    var tags: [String]
+}
+
+/// Adds a header, as a behavior would.
+struct TraceHeader: RequestBehavior {
+    func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        ["X-Trace-ID": "trace-\(context.requestID.rawValue)", "X-Attempt": "\(context.attempt)"]
+    }
+}
+
+/// Integration tests: real HTTP over loopback through URLSession, against Tests/Server/server.py.
+@Suite struct IntegrationTests {
+    func client(_ server: LocalServer, timeout: Duration? = nil, @RequestBehaviorBuilder behaviors: () -> [any RequestBehavior] = { [] }) -> NetworkClient {
+        NetworkClient(
+            baseURL: server.baseURL, transport: URLSession(configuration: .ephemeral),
+            configuration: .init(timeout: timeout), behaviors: behaviors)
+    }
+
+    @Test func getEncodesTrickyQueryValues() async throws {
+        try await LocalServer.withServer { server in
+            let echo: Echo = try await client(server).get(
+                "/echo", query: ["q": "rock & roll", "plus": "1+1=2", "city": "Zürich", "ids": [1, 2, 3], "empty": ""])
+            #expect(echo.method == "GET")
+            #expect(echo.rawQuery == "q=rock%20%26%20roll&plus=1%2B1%3D2&city=Z%C3%BCrich&ids=1&ids=2&ids=3&empty=")
+            #expect(echo.query["q"] == ["rock & roll"])
+            #expect(echo.query["plus"] == ["1+1=2"])
+            #expect(echo.query["city"] == ["Zürich"])
+            #expect(echo.query["ids"] == ["1", "2", "3"])
+            #expect(echo.query["empty"] == [""])
+        }
+    }
+
+    @Test(arguments: [HTTPMethod.post, .put, .patch])
+    func jsonBodiesArriveAndAreEchoed(method: HTTPMethod) async throws {
+        try await LocalServer.withServer { server in
+            let note = Note(title: "Ünïcode & \"quotes\"", tags: ["a", "b"])
+            let echo = try await client(server).send(Request<Echo>(method: method, path: "/echo", body: .json(note)))
+            #expect(echo.method == method.rawValue)
+            #expect(echo.headers["content-type"] == "application/json")
+            #expect(try echo.json(as: Note.self) == note)
+        }
+    }
+
+    @Test func formBodiesArrive() async throws {
+        try await LocalServer.withServer { server in
+            let echo = try await client(server).send(
+                Request<Echo>(method: .post, path: "/echo", body: .form(["user": "ann lee", "password": "p&ss=+"])))
+            #expect(echo.headers["content-type"] == "application/x-www-form-urlencoded")
+            #expect(echo.form?["user"] == ["ann lee"])
+            #expect(echo.form?["password"] == ["p&ss=+"])
+        }
+    }
+
+    @Test func headersFromBehaviorsAndTheRequestArrive() async throws {
+        try await LocalServer.withServer { server in
+            let client = client(server) { TraceHeader() }
+            let echo = try await client.send(
+                Request<Echo>(path: "/echo", headers: ["X-Attempt": "explicit"]),
+                behaviors: [HeadersOnly(["Accept-Language": "de-CH"])])
+            #expect(echo.headers["x-trace-id"]?.hasPrefix("trace-") == true)
+            #expect(echo.headers["x-attempt"] == "explicit")  // the request's own header wins
+            #expect(echo.headers["accept-language"] == "de-CH")
+        }
+    }
+
+    @Test(arguments: [(401, "unauthorized"), (404, "notFound"), (500, "unacceptableStatus")])
+    func errorStatusesMapToNetworkError(status: Int, expected: String) async throws {
+        try await LocalServer.withServer { server in
+            do throws(NetworkError) {
+                let _: Echo = try await client(server).get("/status/\(status)")
+                Issue.record("expected \(expected)")
+            } catch {
+                switch (error, expected) {
+                case (.unauthorized, "unauthorized"), (.notFound, "notFound"), (.unacceptableStatus, "unacceptableStatus"): break
+                default: Issue.record("expected \(expected), got \(error)")
+                }
+                #expect(error.status == status)
+                let body = error.response.map { String(decoding: $0.body, as: UTF8.self) } ?? ""
+                #expect(body.contains("\(status)"))
+            }
+        }
+    }
+
+    @Test func malformedJSONIsADecodingErrorThatKeepsTheBody() async throws {
+        try await LocalServer.withServer { server in
+            do throws(NetworkError) {
+                let _: Note = try await client(server).get("/malformed")
+                Issue.record("expected decodingFailed")
+            } catch {
+                guard case .decodingFailed(let response, _) = error else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(String(decoding: response.body, as: UTF8.self) == #"{"id": 1, "title": "#)
+                #expect(response.status == 200)
+            }
+        }
+    }
+
+    @Test func aSubSecondTimeoutFiresOnASlowEndpoint() async throws {
+        try await LocalServer.withServer { server in
+            let start = ContinuousClock.now
+            do throws(NetworkError) {
+                try await client(server, timeout: .milliseconds(300)).send(Request<Void>(path: "/slow", query: ["seconds": 3]))
+                Issue.record("expected timedOut")
+            } catch {
+                guard case .timedOut = error else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+            }
+            // It fired on time: not at once (Linux truncation) and not after the server answered.
+            let elapsed = ContinuousClock.now - start
+            #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(2), "took \(elapsed)")
+        }
+    }
+
+    @Test func cancellingAnInFlightRequestEndsItWithCancelled() async throws {
+        try await LocalServer.withServer { server in
+            let (started, signal) = AsyncStream<Void>.makeStream()
+            let client = client(server) { SignalBeforeSend(signal: signal) }
+            let start = ContinuousClock.now
+            let task = Task { () async throws -> Void in try await client.send(Request<Void>(path: "/slow", query: ["seconds": 3])) }
+            for await _ in started { break }
+            task.cancel()
+            do {
+                try await task.value
+                Issue.record("expected cancelled")
+            } catch {
+                guard case .cancelled? = error as? NetworkError else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+            }
+            #expect(ContinuousClock.now - start < .seconds(2.5), "cancellation did not interrupt the request")
+        }
+    }
+
+    @Test func emptyResponsesDecodeToVoidAndEmptyData() async throws {
+        try await LocalServer.withServer { server in
+            let client = client(server)
+            try await client.send(Request<Void>(method: .delete, path: "/empty"))
+            let raw = try await client.send(Request<HTTPResponse>(path: "/empty"))
+            #expect(raw.status == 204)
+            #expect(raw.body.isEmpty)
+        }
+    }
+
+    @Test func textAndBytesArriveIntact() async throws {
+        try await LocalServer.withServer { server in
+            let client = client(server)
+            #expect(try await client.send(Request<String>(path: "/text")) == "héllo wörld")
+            let bytes = try await client.send(Request<Data>(path: "/bytes", query: ["count": 1000]))
+            #expect(bytes == Data((0..<1000).map { UInt8($0 % 256) }))
+        }
+    }
+
+    @Test func aConnectionRefusedIsAConnectionFailure() async throws {
+        let server = try LocalServer.start()
+        let url = server.baseURL
+        server.stop()  // nothing listens on the port now
+        let client = NetworkClient(baseURL: url, transport: URLSession(configuration: .ephemeral))
+        do throws(NetworkError) {
+            try await client.send(Request<Void>(path: "/echo"))
+            Issue.record("expected connectionFailed")
+        } catch {
+            guard case .connectionFailed = error else {
+                Issue.record("unexpected \(error)")
+                return
+            }
+        }
+    }
+}
+
+/// Static headers for one request.
+struct HeadersOnly: RequestBehavior {
+    let headers: HTTPHeaders
+    init(_ headers: HTTPHeaders) { self.headers = headers }
+    func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders { headers }
+}
+
+/// Tells the test that the request is about to go out.
+struct SignalBeforeSend: RequestBehavior {
+    let signal: AsyncStream<Void>.Continuation
+    func beforeSend(_ request: HTTPRequest, context: RequestContext) async { signal.yield() }
+}

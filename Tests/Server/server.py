@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""A small HTTP server for Conveyor's integration tests (Python standard library only).
+
+Binds 127.0.0.1 on the given port (0 = a free one), prints "PORT <n>" on its first stdout line,
+and exits when its stdin closes, so a crashed test process never leaves it behind.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+counters = {}
+counters_lock = threading.Lock()
+
+
+def bump(name, reset=False):
+    with counters_lock:
+        counters[name] = 0 if reset else counters.get(name, 0) + 1
+        return counters[name]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # otherwise every response waits ~40 ms for delayed ACKs
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, status, body=b"", content_type="application/json", headers=()):
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        elif isinstance(body, str):
+            body = body.encode()
+        self.send_response(status)
+        if body or status not in (204, 304):
+            self.send_header("Content-Type", content_type)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(0 if status in (204, 304) else len(body)))
+        self.end_headers()
+        if self.command != "HEAD" and status not in (204, 304):
+            self.wfile.write(body)
+
+    def handle_any(self):
+        url = urlsplit(self.path)
+        query = parse_qs(url.query, keep_blank_values=True)
+        arg = lambda name, default=None: query.get(name, [default])[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        parts = [p for p in url.path.split("/") if p]
+
+        if url.path == "/echo":
+            text = body.decode("utf-8", "replace")
+            try:
+                parsed = json.loads(text) if text else None
+            except ValueError:
+                parsed = None
+            is_form = (self.headers.get("Content-Type") or "").startswith("application/x-www-form-urlencoded")
+            headers = {}
+            for name, value in self.headers.items():
+                key = name.lower()
+                headers[key] = headers[key] + ", " + value if key in headers else value
+            self.send(200, {
+                "method": self.command, "path": url.path, "rawQuery": url.query, "query": query,
+                "headers": headers, "body": text, "json": parsed,
+                "form": parse_qs(text, keep_blank_values=True) if is_form else None,
+            })
+        elif len(parts) == 2 and parts[0] == "status":
+            extra = [("Retry-After", arg("retryAfter"))] if arg("retryAfter") is not None else []
+            self.send(int(parts[1]), {"status": int(parts[1])}, headers=extra)
+        elif url.path == "/json/movies":
+            self.send(200, [{"id": 1, "title": "Alien"}, {"id": 2, "title": "Heat"}])
+        elif url.path == "/malformed":
+            self.send(200, '{"id": 1, "title": ')
+        elif url.path == "/slow":
+            seconds = float(arg("seconds", "1"))
+            time.sleep(seconds)
+            self.send(200, {"slept": seconds})
+        elif url.path == "/empty":
+            self.send(204)
+        elif url.path == "/text":
+            self.send(200, "héllo wörld", "text/plain; charset=utf-8")
+        elif url.path == "/bytes":
+            count = int(arg("count", "0"))
+            self.send(200, bytes(i % 256 for i in range(count)), "application/octet-stream")
+        elif len(parts) >= 2 and parts[0] == "counter":
+            count = bump("counter/" + parts[1], reset=parts[-1] == "reset" and len(parts) == 3)
+            self.send(200, {"name": parts[1], "count": count})
+        elif len(parts) >= 2 and parts[0] == "flaky":
+            if len(parts) == 3 and parts[2] == "reset":
+                bump("flaky/" + parts[1], reset=True)
+                self.send(200, {"reset": parts[1]})
+                return
+            attempt = bump("flaky/" + parts[1])
+            extra = [("Retry-After", arg("retryAfter"))] if arg("retryAfter") is not None else []
+            if attempt <= int(arg("failures", "1")):
+                self.send(int(arg("status", "503")), {"attempt": attempt}, headers=extra)
+            else:
+                self.send(200, {"attempts": attempt})
+        elif url.path == "/auth":
+            if self.headers.get("Authorization") == "Bearer " + (arg("token") or ""):
+                self.send(200, {"ok": True})
+            else:
+                self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
+        elif url.path == "/redirect":
+            self.send(int(arg("status", "302")), b"", headers=[("Location", arg("to", "/echo"))])
+        else:
+            self.send(404, {"error": "not found"})
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = handle_any
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    server = ThreadingHTTPServer(("127.0.0.1", parser.parse_args().port), Handler)
+    server.daemon_threads = True
+    print("PORT", server.server_address[1], flush=True)
+
+    def exit_when_stdin_closes():
+        while sys.stdin.buffer.read(4096):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=exit_when_stdin_closes, daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
