@@ -1,10 +1,6 @@
 public import ConveyorPipeline
 public import Foundation
 
-#if canImport(FoundationNetworking)
-    public import FoundationNetworking
-#endif
-
 /// Sends requests through a chain of behaviors and a transport, and decodes the responses.
 ///
 /// ```swift
@@ -71,11 +67,11 @@ public final class NetworkClient: NetworkClientProtocol {
     /// Creates a client.
     /// - Parameters:
     ///   - baseURL: The URL request paths are relative to, e.g. `https://api.example.com/v1`.
-    ///   - transport: Sends the requests; `URLSession.shared` by default.
+    ///   - transport: Sends the requests; ``URLSessionTransport/shared`` by default (safe redirects).
     ///   - configuration: Encoder, decoder, statuses, timeout, clock.
     ///   - behaviors: The behaviors every request runs through, outermost first.
     public init(
-        baseURL: URL, transport: any HTTPTransport = URLSession.shared, configuration: Configuration = Configuration(),
+        baseURL: URL, transport: any HTTPTransport = URLSessionTransport.shared, configuration: Configuration = Configuration(),
         @RequestBehaviorBuilder behaviors: () -> [any RequestBehavior] = { [] }
     ) {
         self.baseURL = baseURL

@@ -11,6 +11,11 @@ public import ConveyorPipeline
 ///
 /// It builds the `URLRequest` once per attempt, after every behavior has run. Settings only
 /// URLSession knows (cache policy, cellular access, cookies) come from its configuration.
+///
+/// - Important: A plain session follows redirects by its own rules; on Linux it forwards every
+///   header, `Authorization` included, to a redirect target on another origin. ``NetworkClient``'s
+///   default transport, ``URLSessionTransport``, strips credentials on cross-origin redirects and
+///   caps redirect chains; prefer it unless you need your own session's delegate.
 /// The request's timeout is enforced by ``NetworkClient`` on its clock, so sub-second timeouts
 /// work on Linux too; the `URLRequest` gets a whole-second backstop one second longer.
 extension URLSession: HTTPTransport {
@@ -20,6 +25,13 @@ extension URLSession: HTTPTransport {
     /// - Throws: `URLError` (mapped by the client to ``NetworkError``), or
     ///   ``NetworkError/transportFailed(_:)`` when the response is not HTTP.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        try await ConveyorClientSend.send(request, using: self)
+    }
+}
+
+enum ConveyorClientSend {
+    /// Builds the `URLRequest` once, sends it on `session`, converts the response.
+    static func send(_ request: HTTPRequest, using session: URLSession) async throws -> HTTPResponse {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method.rawValue
         for field in request.headers {
@@ -27,10 +39,11 @@ extension URLSession: HTTPTransport {
         }
         urlRequest.httpBody = request.body
         if let timeout = request.timeout {
-            let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+            let seconds =
+                Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
             urlRequest.timeoutInterval = seconds.rounded(.up) + 1
         }
-        let (data, response) = try await data(for: urlRequest)
+        let (data, response) = try await session.data(for: urlRequest)
         guard let http = response as? HTTPURLResponse else {
             throw NetworkError.transportFailed(NotHTTPResponseError())
         }

@@ -209,3 +209,50 @@ struct SignalBeforeSend: RequestBehavior {
     let signal: AsyncStream<Void>.Continuation
     func beforeSend(_ request: HTTPRequest, context: RequestContext) async { signal.yield() }
 }
+
+/// Redirects: credentials never follow a redirect to another origin; redirect loops end.
+@Suite struct RedirectTests {
+    struct Auth: RequestBehavior {
+        func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+            ["Authorization": "Bearer s3cr3t-token", "Cookie": "session=c00kie"]
+        }
+    }
+
+    @Test func credentialsAreDroppedOnACrossOriginRedirect() async throws {
+        try await LocalServer.withServer { origin in
+            try await LocalServer.withServer { other in
+                let client = NetworkClient(baseURL: origin.baseURL, transport: URLSessionTransport(configuration: .ephemeral)) {
+                    Auth()
+                }
+                let target = other.url("/echo").absoluteString
+                let echo = try await client.send(Request<Echo>(path: "/redirect", query: ["to": target]))
+                #expect(echo.headers["host"] == "127.0.0.1:\(other.port)")
+                #expect(echo.headers["authorization"] == nil)
+                #expect(echo.headers["cookie"] == nil)
+            }
+        }
+    }
+
+    @Test func credentialsStayOnASameOriginRedirect() async throws {
+        try await LocalServer.withServer { server in
+            let client = NetworkClient(baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral)) {
+                Auth()
+            }
+            let echo = try await client.send(Request<Echo>(path: "/redirect", query: ["to": "/echo"]))
+            #expect(echo.headers["authorization"] == "Bearer s3cr3t-token")
+        }
+    }
+
+    @Test func aRedirectLoopEndsWithTheLast3xxResponse() async throws {
+        try await LocalServer.withServer { server in
+            let client = NetworkClient(
+                baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral, maximumRedirects: 3))
+            do throws(NetworkError) {
+                try await client.send(Request<Void>(path: "/loop"))  // redirects to itself forever
+                Issue.record("expected a 3xx failure")
+            } catch {
+                #expect(error.status == 302)
+            }
+        }
+    }
+}

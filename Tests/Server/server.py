@@ -107,6 +107,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(200, {"ok": True})
             else:
                 self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
+        elif url.path == "/loop":  # redirects to itself forever
+            self.send(302, b"", headers=[("Location", "/loop")])
         elif url.path == "/redirect":
             self.send(int(arg("status", "302")), b"", headers=[("Location", arg("to", "/echo"))])
         else:
