@@ -8,6 +8,10 @@ enum URLBuilder {
         if path.hasPrefix("http://") || path.hasPrefix("https://") {
             string = encodePath(path)
         } else {
+            let pathPart = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            if pathPart.split(separator: "/").contains(where: { $0 == "." || $0 == ".." || $0.lowercased() == "%2e%2e" }) {
+                throw .invalidRequest("the path contains a '.' or '..' segment, which could leave the base URL")
+            }
             string = base
             if !path.isEmpty && !path.hasPrefix("/") { string.append("/") }
             string.append(encodePath(path))

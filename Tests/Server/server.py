@@ -87,7 +87,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, "héllo wörld", "text/plain; charset=utf-8")
         elif url.path == "/bytes":
             count = int(arg("count", "0"))
-            self.send(200, bytes(i % 256 for i in range(count)), "application/octet-stream")
+            self.send(200, (bytes(range(256)) * (count // 256 + 1))[:count], "application/octet-stream")
         elif len(parts) >= 2 and parts[0] == "counter":
             count = bump("counter/" + parts[1], reset=parts[-1] == "reset" and len(parts) == 3)
             self.send(200, {"name": parts[1], "count": count})
@@ -107,12 +107,39 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(200, {"ok": True})
             else:
                 self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
+        elif url.path.startswith("/fault/"):
+            self.fault(parts[1])
+        elif url.path == "/nested":  # JSON nested `depth` arrays deep
+            depth = int(arg("depth", "10000"))
+            self.send(200, "[" * depth + "]" * depth)
         elif url.path == "/loop":  # redirects to itself forever
             self.send(302, b"", headers=[("Location", "/loop")])
         elif url.path == "/redirect":
             self.send(int(arg("status", "302")), b"", headers=[("Location", arg("to", "/echo"))])
         else:
             self.send(404, {"error": "not found"})
+
+    def fault(self, kind):
+        """Misbehaves on purpose; every branch ends the connection."""
+        self.close_connection = True
+        w = self.wfile
+        if kind == "close":  # no response at all
+            pass
+        elif kind == "truncated":  # promises 1000 bytes, sends 10
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n[1,2,3,4,5")
+        elif kind == "midheaders":  # closes in the middle of the headers
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Ty")
+        elif kind == "shortlength":  # Content-Length smaller than the body
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello, and more")
+        elif kind == "garbage":  # not HTTP at all
+            w.write(b"\x00\xffTHIS IS NOT HTTP\r\n\r\n")
+        elif kind == "stall":  # reads the request, never answers (until the client gives up)
+            time.sleep(30)
+        w.flush()
+        try:
+            self.connection.shutdown(2)
+        except OSError:
+            pass
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = handle_any
 
