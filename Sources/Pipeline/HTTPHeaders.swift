@@ -209,3 +209,13 @@ extension HTTPHeaders {
         }
     }
 }
+
+extension HTTPHeaders: CustomReflectable {
+    /// A mirror that shows credential values as `***`, so `dump(headers)` reveals no secret.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            unlabeledChildren: fields.map { "\($0.name): \(Self.isSensitive($0.name) ? "***" : $0.value)" },
+            displayStyle: .collection)
+    }
+}

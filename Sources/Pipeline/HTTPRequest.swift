@@ -53,3 +53,16 @@ extension URL {
         return String(string[..<cut]) + "?…"
     }
 }
+
+extension HTTPRequest: CustomReflectable {
+    /// A mirror without secrets: the URL's query is left out, the body shown by size only,
+    /// credential headers redacted. `dump(request)` is safe to log.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "method": method.rawValue, "url": url.redactingQuery, "headers": headers,
+                "body": body.map { "\($0.count) bytes" } ?? "none", "timeout": timeout as Any,
+            ], displayStyle: .struct)
+    }
+}

@@ -34,3 +34,14 @@ public struct HTTPResponse: Sendable, Hashable, CustomStringConvertible {
     /// `status for METHOD url (N bytes)`; headers and body are left out, so no secret is printed.
     public var description: String { "\(status) for \(request) (\(body.count) bytes)" }
 }
+
+extension HTTPResponse: CustomReflectable {
+    /// A mirror without secrets: the body by size only, credential headers (`Set-Cookie`)
+    /// redacted, the request without its query or body. `dump(response)` is safe to log.
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: ["status": status, "headers": headers, "body": "\(body.count) bytes", "request": request],
+            displayStyle: .struct)
+    }
+}

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// Everything that can go wrong with a request, in terms a caller can act on.
 ///
@@ -148,4 +148,15 @@ extension NetworkError {
         if case .cancelled = self { return true }
         return false
     }
+}
+
+extension NetworkError: CustomReflectable, LocalizedError {
+    /// A mirror of the safe ``description`` only, so `dump(error)` never walks into an
+    /// underlying error that may carry a URL, a token or a body.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["description": description], displayStyle: .enum)
+    }
+
+    /// The same text as ``description``, for `localizedDescription`.
+    public var errorDescription: String? { description }
 }
