@@ -1,0 +1,55 @@
+public import ConveyorPipeline
+
+/// Keeps the app running in the background until a request (and all its retries) has finished.
+///
+/// ```swift
+/// #if canImport(UIKit)
+/// let client = NetworkClient(baseURL: api) {
+///     BackgroundTaskBehavior(runner: UIApplicationBackgroundTaskRunner())
+/// }
+/// #endif
+/// ```
+///
+/// It begins a task in `beforeSend` and ends it exactly once in `afterSuccess`/`afterFailure`,
+/// so the task spans retries and backoff waits. The identifier lives in the request's context,
+/// so concurrent requests each end their own. If the system's time runs out first, the request is
+/// cancelled (its attempt in flight is interrupted); it then fails with `.cancelled` and the
+/// task is ended.
+public struct BackgroundTaskBehavior: RequestBehavior {
+    enum TaskKey: RequestContextKey { static let defaultValue: BackgroundTaskID? = nil }
+
+    /// Begins and ends the tasks.
+    public let runner: any BackgroundTaskRunner
+    /// The task name the system shows when debugging.
+    public let taskName: String
+
+    /// Creates the behavior.
+    /// - Parameters:
+    ///   - runner: Begins and ends background tasks.
+    ///   - taskName: A name for debugging.
+    public init(runner: any BackgroundTaskRunner, taskName: String = "Conveyor request") {
+        self.runner = runner
+        self.taskName = taskName
+    }
+
+    /// Begins the background task; its expiration cancels this request.
+    public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
+        context.makeInterruptible()
+        let id = await runner.beginTask(named: taskName) { [context] in context.cancel() }
+        context[TaskKey.self] = id
+    }
+
+    /// Ends the task.
+    public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { await end(context) }
+
+    /// Ends the task.
+    public func afterFailure(_ error: NetworkError, context: RequestContext) async { await end(context) }
+
+    private func end(_ context: RequestContext) async {
+        let id = context.update(TaskKey.self) { id in
+            defer { id = nil }
+            return id
+        }
+        if let id { await runner.endTask(id) }
+    }
+}

@@ -1,0 +1,54 @@
+public import ConveyorPipeline
+public import Foundation
+
+/// The idempotency key of a request, stored in its context by ``IdempotencyKeyBehavior``.
+/// ``RetryBehavior`` retries any request that has one, whatever its method.
+public enum IdempotencyKey: RequestContextKey {
+    /// No key until the behavior makes one.
+    public static let defaultValue: String? = nil
+}
+
+/// Adds one `Idempotency-Key` per logical request, the same on every attempt, so a server can
+/// recognise a retried `POST` and a ``RetryBehavior`` may safely retry it.
+///
+/// ```swift
+/// let client = NetworkClient(baseURL: api) {
+///     IdempotencyKeyBehavior()                      // POST and PATCH get a key
+///     RetryBehavior(.exponentialBackoff(maxAttempts: 3))
+/// }
+/// ```
+public struct IdempotencyKeyBehavior: RequestBehavior {
+    /// `Idempotency-Key`.
+    public static let defaultHeaderName = "Idempotency-Key"
+
+    /// The header name.
+    public let headerName: String
+    /// The methods that get a key.
+    public let methods: Set<HTTPMethod>
+    /// Makes a new key; a UUID by default.
+    public let makeKey: @Sendable () -> String
+
+    /// Creates the behavior.
+    /// - Parameters:
+    ///   - headerName: The header; `Idempotency-Key` by default.
+    ///   - methods: Which methods get a key; POST and PATCH by default.
+    ///   - makeKey: Makes a key; a random UUID by default.
+    public init(
+        headerName: String = IdempotencyKeyBehavior.defaultHeaderName, methods: Set<HTTPMethod> = [.post, .patch],
+        makeKey: @escaping @Sendable () -> String = { UUID().uuidString }
+    ) {
+        self.headerName = headerName
+        self.methods = methods
+        self.makeKey = makeKey
+    }
+
+    /// Adds the request's key, making it on the first attempt.
+    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        guard methods.contains(request.method) else { return HTTPHeaders() }
+        let key = context.update(IdempotencyKey.self) { key in
+            if key == nil { key = makeKey() }
+            return key ?? ""
+        }
+        return [headerName: key]
+    }
+}

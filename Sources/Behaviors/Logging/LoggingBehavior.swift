@@ -1,0 +1,69 @@
+public import ConveyorPipeline
+
+/// Logs one line per attempt and one per outcome, with secrets redacted. Off by default:
+/// with a disabled sink it builds no strings and costs next to nothing.
+///
+/// ```swift
+/// let client = NetworkClient(baseURL: api) {
+///     AuthTokenBehavior(tokens: keychain)
+///     LoggingBehavior(sink: PrintLogSink(), bodyPreviewLimit: 512)   // register it last
+/// }
+/// // [conveyor] → #3 POST https://api.test/login?client=ios attempt 1 [Authorization: ***, Content-Type: application/json]
+/// // [conveyor] ← #3 200 after 1 attempt(s), 18 bytes
+/// ```
+///
+/// Register it **last**: its `modify` hook runs after the other behaviors' and logs each attempt
+/// as it will be sent. `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie` and the
+/// ``Redactor``'s headers, query items and body fields show as `***`.
+public struct LoggingBehavior: RequestBehavior {
+    /// Where lines go.
+    public let sink: any LogSink
+    /// What to hide.
+    public let redactor: Redactor
+    /// Bytes of request/response body to show; 0 (the default) shows none.
+    public let bodyPreviewLimit: Int
+    /// Whether request headers are logged.
+    public let logsHeaders: Bool
+
+    /// Creates the behavior.
+    /// - Parameters:
+    ///   - sink: Where lines go.
+    ///   - redactor: What to hide.
+    ///   - bodyPreviewLimit: Bytes of body to show; 0 shows none.
+    ///   - logsHeaders: Whether request headers are logged.
+    public init(sink: any LogSink, redactor: Redactor = Redactor(), bodyPreviewLimit: Int = 0, logsHeaders: Bool = true) {
+        self.sink = sink
+        self.redactor = redactor
+        self.bodyPreviewLimit = max(0, bodyPreviewLimit)
+        self.logsHeaders = logsHeaders
+    }
+
+    /// Logs the attempt as it will be sent.
+    public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
+        guard sink.isEnabled else { return }
+        var line = "→ \(context.requestID) \(request.method) \(redactor.redact(request.url)) attempt \(context.attempt)"
+        if logsHeaders && !request.headers.isEmpty {
+            line += " [" + request.headers.map { "\($0.name): \(redactor.value(of: $0))" }.joined(separator: ", ") + "]"
+        }
+        if let body = request.body, bodyPreviewLimit > 0 {
+            line += " body: " + redactor.preview(body, contentType: request.headers["Content-Type"], limit: bodyPreviewLimit)
+        }
+        sink.write(LogEntry(level: .debug, message: line))
+    }
+
+    /// Logs the success.
+    public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
+        guard sink.isEnabled else { return }
+        var line = "← \(context.requestID) \(response.status) after \(context.attempt) attempt(s), \(response.body.count) bytes"
+        if bodyPreviewLimit > 0 && !response.body.isEmpty {
+            line += " body: " + redactor.preview(response.body, contentType: response.headers["Content-Type"], limit: bodyPreviewLimit)
+        }
+        sink.write(LogEntry(level: .info, message: line))
+    }
+
+    /// Logs the failure (the error's description never contains secrets).
+    public func afterFailure(_ error: NetworkError, context: RequestContext) async {
+        guard sink.isEnabled else { return }
+        sink.write(LogEntry(level: .error, message: "✕ \(context.requestID) failed after \(context.attempt) attempt(s): \(error)"))
+    }
+}

@@ -1,1 +1,0 @@
-// Concrete behaviors live here (issue 3).

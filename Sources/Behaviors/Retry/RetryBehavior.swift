@@ -1,0 +1,61 @@
+public import ConveyorPipeline
+public import Foundation
+
+/// Retries failed attempts with exponential backoff: idempotent requests (or ones with an
+/// idempotency key), retryable statuses (408, 429, 5xx gateway errors) and transient transport
+/// failures (timeouts, lost or refused connections, DNS). Honours `Retry-After`.
+///
+/// ```swift
+/// let client = NetworkClient(baseURL: api) {
+///     RetryBehavior(.exponentialBackoff(maxAttempts: 3))
+/// }
+/// ```
+///
+/// The waits happen on the client's clock (`NetworkClient.Configuration.clock`), so tests pass an
+/// `ImmediateClock` and assert the exact schedule. A cancelled request never retries, and a
+/// cancelled wait ends at once.
+public struct RetryBehavior: RequestBehavior {
+    /// The policy.
+    public let policy: RetryPolicy
+    /// The current time, for `Retry-After` HTTP-dates.
+    public let now: @Sendable () -> Date
+
+    /// Creates the behavior.
+    /// - Parameters:
+    ///   - policy: When and how long to wait.
+    ///   - now: The current time, for `Retry-After` dates; injectable for tests.
+    public init(_ policy: RetryPolicy = .exponentialBackoff(), now: @escaping @Sendable () -> Date = { Date() }) {
+        self.policy = policy
+        self.now = now
+    }
+
+    /// Decides whether and when to retry.
+    public func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
+        -> RetryDecision
+    {
+        guard context.attempt < policy.maxAttempts, isRetryable(failure, response: response) else { return .doNotRetry }
+        let request = response?.request ?? context.originalRequest
+        guard policy.retryableMethods.contains(request.method) || hasIdempotencyKey(request, context) else {
+            return .doNotRetry
+        }
+        if policy.honorsRetryAfter, let value = response?.headers["Retry-After"],
+            let wait = RetryAfter.delay(from: value, now: now())
+        {
+            return wait <= policy.maxRetryAfter ? .retry(after: wait) : .doNotRetry
+        }
+        return .retry(after: policy.delay(beforeRetry: context.attempt))
+    }
+
+    private func isRetryable(_ failure: NetworkError, response: HTTPResponse?) -> Bool {
+        switch failure {
+        case .timedOut, .connectionFailed: true
+        case .unauthorized, .notFound, .unacceptableStatus:
+            response.map { policy.retryableStatuses.contains($0.status) } ?? false
+        default: false
+        }
+    }
+
+    private func hasIdempotencyKey(_ request: HTTPRequest, _ context: RequestContext) -> Bool {
+        context[IdempotencyKey.self] != nil || request.headers.contains(IdempotencyKeyBehavior.defaultHeaderName)
+    }
+}

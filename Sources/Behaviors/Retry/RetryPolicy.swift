@@ -1,0 +1,96 @@
+public import ConveyorPipeline
+import Foundation
+
+/// When and how long ``RetryBehavior`` waits before trying a failed request again.
+///
+/// ```swift
+/// RetryBehavior(.exponentialBackoff(maxAttempts: 3))            // 1 s, 2 s (with full jitter)
+/// RetryBehavior(RetryPolicy(maxAttempts: 5, baseDelay: .milliseconds(200), maxDelay: .seconds(5), jitter: .none))
+/// ```
+///
+/// The delay before retry *n* (n = 1 after the first failure) is
+/// `min(baseDelay × multiplier^(n-1), maxDelay)`, then jittered. A `Retry-After` header (seconds
+/// or HTTP-date) on a retryable response replaces that delay. If it asks for more than
+/// ``maxRetryAfter``, the request is **not** retried: the server wants more patience than the
+/// policy allows, and retrying early would only add load. A negative or unparsable value is
+/// ignored.
+public struct RetryPolicy: Sendable {
+    /// Attempts in all, the first included (3 = the first try and two retries).
+    public var maxAttempts: Int
+    /// The delay before the first retry.
+    public var baseDelay: Duration
+    /// How much each further delay grows.
+    public var multiplier: Double
+    /// The longest computed delay.
+    public var maxDelay: Duration
+    /// Randomizes computed delays (not `Retry-After` waits).
+    public var jitter: Jitter
+    /// Statuses worth retrying: 408, 429, 500, 502, 503, 504 by default.
+    public var retryableStatuses: Set<Int>
+    /// Methods retried without further proof of idempotency: GET, HEAD, PUT, DELETE, OPTIONS, TRACE.
+    /// A request that carries an idempotency key (see ``IdempotencyKeyBehavior``) is retried
+    /// whatever its method.
+    public var retryableMethods: Set<HTTPMethod>
+    /// Whether `Retry-After` replaces the computed delay.
+    public var honorsRetryAfter: Bool
+    /// The longest `Retry-After` wait accepted; longer ones end the retries.
+    public var maxRetryAfter: Duration
+
+    /// Creates a policy.
+    /// - Parameters:
+    ///   - maxAttempts: Attempts in all, the first included.
+    ///   - baseDelay: The delay before the first retry.
+    ///   - multiplier: Growth factor per retry.
+    ///   - maxDelay: Cap on computed delays.
+    ///   - jitter: Randomization of computed delays.
+    ///   - retryableStatuses: Statuses worth retrying.
+    ///   - retryableMethods: Methods retried without an idempotency key.
+    ///   - honorsRetryAfter: Whether `Retry-After` replaces the computed delay.
+    ///   - maxRetryAfter: The longest `Retry-After` wait accepted.
+    public init(
+        maxAttempts: Int = 3, baseDelay: Duration = .seconds(1), multiplier: Double = 2,
+        maxDelay: Duration = .seconds(30), jitter: Jitter = .full,
+        retryableStatuses: Set<Int> = [408, 429, 500, 502, 503, 504],
+        retryableMethods: Set<HTTPMethod> = [.get, .head, .put, .delete, .options, .trace],
+        honorsRetryAfter: Bool = true, maxRetryAfter: Duration = .seconds(60)
+    ) {
+        self.maxAttempts = max(1, maxAttempts)
+        self.baseDelay = max(.zero, baseDelay)
+        self.multiplier = max(1, multiplier)
+        self.maxDelay = max(.zero, maxDelay)
+        self.jitter = jitter
+        self.retryableStatuses = retryableStatuses
+        self.retryableMethods = retryableMethods
+        self.honorsRetryAfter = honorsRetryAfter
+        self.maxRetryAfter = max(.zero, maxRetryAfter)
+    }
+
+    /// Exponential backoff: 1 s, 2 s, 4 s … up to 30 s, with full jitter.
+    /// - Parameters:
+    ///   - maxAttempts: Attempts in all, the first included.
+    ///   - baseDelay: The delay before the first retry.
+    ///   - maxDelay: Cap on computed delays.
+    ///   - jitter: Randomization; `.full` by default, `.none` for exact delays.
+    public static func exponentialBackoff(
+        maxAttempts: Int = 3, baseDelay: Duration = .seconds(1), maxDelay: Duration = .seconds(30),
+        jitter: Jitter = .full
+    ) -> RetryPolicy {
+        RetryPolicy(maxAttempts: maxAttempts, baseDelay: baseDelay, maxDelay: maxDelay, jitter: jitter)
+    }
+
+    /// The computed delay before retry `retry` (1-based), jitter applied.
+    /// - Parameter retry: 1 for the first retry.
+    public func delay(beforeRetry retry: Int) -> Duration {
+        var delay = baseDelay
+        for _ in 1..<max(1, retry) {
+            delay = delay * multiplier
+            if delay >= maxDelay { break }
+        }
+        return max(.zero, jitter.apply(min(delay, maxDelay)))
+    }
+}
+
+extension Duration {
+    /// Seconds as a `Double`.
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
