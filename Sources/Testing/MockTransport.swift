@@ -27,6 +27,8 @@ public final class MockTransport: HTTPTransport, Sendable {
         case hang
         /// Wait on the mock's clock, then answer.
         case delayed(Duration, Reply)
+        /// Decide from the request (for example: `401` for an old token, `200` for a new one).
+        case handler(@Sendable (HTTPRequest) async -> Reply)
 
         /// An empty response with this status.
         /// - Parameters:
@@ -193,6 +195,8 @@ public final class MockTransport: HTTPTransport, Sendable {
         case .delayed(let delay, let reply):
             try await clock.sleep(for: delay)
             return try await answer(reply, to: request)
+        case .handler(let decide):
+            return try await answer(await decide(request), to: request)
         }
     }
 

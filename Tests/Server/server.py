@@ -102,6 +102,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(int(arg("status", "503")), {"attempt": attempt}, headers=extra)
             else:
                 self.send(200, {"attempts": attempt})
+        elif url.path == "/nonce":  # echoes X-Request-Nonce back unless ?echo=0 (a captive portal)
+            nonce = self.headers.get("X-Request-Nonce")
+            extra = [("X-Request-Nonce", nonce)] if nonce and arg("echo", "1") == "1" else []
+            self.send(200, {"ok": True}, headers=extra)
         elif url.path == "/auth":
             if self.headers.get("Authorization") == "Bearer " + (arg("token") or ""):
                 self.send(200, {"ok": True})
