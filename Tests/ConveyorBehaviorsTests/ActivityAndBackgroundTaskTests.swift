@@ -1,0 +1,145 @@
+import ConveyorTesting
+import Foundation
+import Testing
+
+@Suite struct ActivityCounterTests {
+    @Test func reportsTransitionsAndNeverGoesNegative() async {
+        let transitions = Locked<[Bool]>([])
+        let counter = NetworkActivityCounter { active in transitions.withLock { $0.append(active) } }
+        await counter.increment()
+        await counter.increment()
+        await counter.decrement()
+        await counter.decrement()
+        await counter.decrement()  // extra: ignored
+        #expect(counter.count == 0)
+        #expect(transitions.withLock { $0 } == [true, false])
+    }
+
+    @Test func returnsToZeroAfterRetriesFailuresAndCancellation() async {
+        let transitions = Locked<[Bool]>([])
+        let counter = NetworkActivityCounter { active in transitions.withLock { $0.append(active) } }
+        let clock = ManualClock()
+        let mock = MockTransport(clock: clock)
+        mock.stub(nil, "/v1/ok", reply: .status(200))
+        mock.stub(nil, "/v1/down", reply: .status(503))
+        mock.stub(nil, "/v1/slow", reply: .delayed(.seconds(60), .status(200)))
+        let client = makeClient(mock, clock: clock) {
+            ActivityCounterBehavior(counter: counter)
+            RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
+        }
+        #expect(await outcome { try await client.send(Request<Void>(path: "/ok")) } == "success")
+        let failing = Task { await outcome { try await client.send(Request<Void>(path: "/down")) } }
+        for _ in 0..<2 {  // two backoff waits
+            await clock.waitForSleepers(1)
+            #expect(counter.count == 1)  // still counted while waiting to retry
+            clock.advanceToNextDeadline()
+        }
+        #expect(await failing.value == "status 503")
+        let slow = Task { await outcome { try await client.send(Request<Void>(path: "/slow")) } }
+        await clock.waitForSleepers(1)
+        slow.cancel()
+        #expect(await slow.value == "cancelled")
+        #expect(counter.count == 0)
+        #expect(transitions.withLock { $0 } == [true, false, true, false, true, false])
+    }
+
+    @Test func keepsTheContract() async {
+        let counter = NetworkActivityCounter()
+        let violations = await BehaviorContractCheck(ActivityCounterBehavior(counter: counter)) { counter.count }.run()
+        #expect(violations.isEmpty, "\(violations)")
+    }
+}
+
+/// Records begun and ended tasks; can expire a task on demand.
+final class FakeTaskRunner: BackgroundTaskRunner {
+    struct State {
+        var next = 0
+        var open: [Int: @Sendable () -> Void] = [:]
+        var begun: [Int] = []
+        var ended: [Int] = []
+    }
+    let state = Locked(State())
+
+    func beginTask(named name: String, onExpiration: @escaping @Sendable () -> Void) async -> BackgroundTaskID? {
+        let id = state.withLock { state in
+            state.next += 1
+            state.open[state.next] = onExpiration
+            state.begun.append(state.next)
+            return state.next
+        }
+        return BackgroundTaskID(rawValue: id)
+    }
+
+    func endTask(_ id: BackgroundTaskID) async {
+        state.withLock { state in
+            state.open[id.rawValue] = nil
+            state.ended.append(id.rawValue)
+        }
+    }
+
+    /// The system runs out of time for every open task.
+    func expireAll() {
+        let handlers = state.withLock { Array($0.open.values) }
+        handlers.forEach { $0() }
+    }
+
+    var openIDs: Set<Int> { state.withLock { Set($0.open.keys) } }
+}
+
+@Suite struct BackgroundTaskBehaviorTests {
+    @Test func oneTaskSpansAllRetriesAndEndsOnce() async {
+        let runner = FakeTaskRunner()
+        let mock = MockTransport()
+        mock.enqueue(.status(503), .status(503), .status(200))
+        let client = makeClient(mock) {
+            BackgroundTaskBehavior(runner: runner)
+            RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
+        }
+        #expect(await outcome { try await client.send(Request<Void>(path: "/x")) } == "success")
+        #expect(runner.state.withLock { $0.begun } == [1])
+        #expect(runner.state.withLock { $0.ended } == [1])
+    }
+
+    @Test func concurrentRequestsEachEndTheirOwnTask() async {
+        let runner = FakeTaskRunner()
+        let clock = ManualClock()
+        let mock = MockTransport(clock: clock)
+        mock.enqueue(.request(.get, "/v1/a"), reply: .delayed(.seconds(2), .status(200)))
+        mock.enqueue(.request(.get, "/v1/b"), reply: .delayed(.seconds(1), .status(200)))
+        let client = makeClient(mock, clock: clock) { BackgroundTaskBehavior(runner: runner) }
+        let first = Task { await outcome { try await client.send(Request<Void>(path: "/a")) } }
+        await clock.waitForSleepers(1)
+        let second = Task { await outcome { try await client.send(Request<Void>(path: "/b")) } }
+        await clock.waitForSleepers(2)
+        clock.advance(by: .seconds(1))  // b (task 2) finishes first
+        #expect(await second.value == "success")
+        #expect(runner.state.withLock { $0.ended } == [2])
+        clock.advance(by: .seconds(1))
+        #expect(await first.value == "success")
+        #expect(runner.state.withLock { $0.ended } == [2, 1])
+        #expect(runner.openIDs.isEmpty)
+    }
+
+    @Test func expirationCancelsTheRequestAndEndsTheTaskOnce() async {
+        let runner = FakeTaskRunner()
+        let clock = ManualClock()
+        let mock = MockTransport(clock: clock)
+        mock.enqueue(.delayed(.seconds(600), .status(200)))
+        let client = makeClient(mock, clock: clock) {
+            BackgroundTaskBehavior(runner: runner)
+            RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
+        }
+        let task = Task { await outcome { try await client.send(Request<Void>(path: "/upload")) } }
+        await clock.waitForSleepers(1)  // in flight
+        runner.expireAll()
+        #expect(await task.value == "cancelled")
+        #expect(runner.state.withLock { $0.ended } == [1])
+        #expect(mock.requests.count == 1)  // no retry after the expiration
+    }
+
+    @Test func keepsTheContract() async {
+        let runner = FakeTaskRunner()
+        let violations = await BehaviorContractCheck(BackgroundTaskBehavior(runner: runner)) { runner.openIDs }.run()
+        #expect(violations.isEmpty, "\(violations)")
+    }
+}
