@@ -14,8 +14,13 @@ public import ConveyorPipeline
 ///
 /// Register it **last**: its `modify` hook runs after the other behaviors' and logs each attempt
 /// as it will be sent. `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie` and the
-/// ``Redactor``'s headers, query items and body fields show as `***`.
+/// ``Redactor``'s headers, query items and body fields show as `***`. The credential values a
+/// request sent are also scrubbed from every later line, so a server that echoes them back in
+/// its body cannot make them appear in a preview.
 public struct LoggingBehavior: RequestBehavior {
+    /// Credential values this request sent, scrubbed from every later line (a server may echo them).
+    enum SentSecrets: RequestContextKey { static let defaultValue: [String] = [] }
+
     /// Where lines go.
     public let sink: any LogSink
     /// What to hide.
@@ -41,6 +46,10 @@ public struct LoggingBehavior: RequestBehavior {
     /// Logs the attempt as it will be sent.
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
         guard sink.isEnabled else { return }
+        let secrets = context.update(SentSecrets.self) { known in
+            for value in redactor.secretValues(in: request.headers) where !known.contains(value) { known.append(value) }
+            return known
+        }
         var line = "→ \(context.requestID) \(request.method) \(redactor.redact(request.url)) attempt \(context.attempt)"
         if logsHeaders && !request.headers.isEmpty {
             line += " [" + request.headers.map { "\($0.name): \(redactor.value(of: $0))" }.joined(separator: ", ") + "]"
@@ -48,7 +57,7 @@ public struct LoggingBehavior: RequestBehavior {
         if let body = request.body, bodyPreviewLimit > 0 {
             line += " body: " + redactor.preview(body, contentType: request.headers["Content-Type"], limit: bodyPreviewLimit)
         }
-        sink.write(LogEntry(level: .debug, message: line))
+        sink.write(LogEntry(level: .debug, message: redactor.scrub(line, secrets)))
     }
 
     /// Logs the success.
@@ -58,12 +67,13 @@ public struct LoggingBehavior: RequestBehavior {
         if bodyPreviewLimit > 0 && !response.body.isEmpty {
             line += " body: " + redactor.preview(response.body, contentType: response.headers["Content-Type"], limit: bodyPreviewLimit)
         }
-        sink.write(LogEntry(level: .info, message: line))
+        sink.write(LogEntry(level: .info, message: redactor.scrub(line, context[SentSecrets.self])))
     }
 
     /// Logs the failure (the error's description never contains secrets).
     public func afterFailure(_ error: NetworkError, context: RequestContext) async {
         guard sink.isEnabled else { return }
-        sink.write(LogEntry(level: .error, message: "✕ \(context.requestID) failed after \(context.attempt) attempt(s): \(error)"))
+        let line = "✕ \(context.requestID) failed after \(context.attempt) attempt(s): \(error)"
+        sink.write(LogEntry(level: .error, message: redactor.scrub(line, context[SentSecrets.self])))
     }
 }

@@ -53,8 +53,9 @@ public struct Redactor: Sendable {
         }.joined(separator: "&")
     }
 
-    /// A preview of a body at most `limit` bytes long, with hidden form fields and JSON keys masked.
-    func preview(_ body: Data, contentType: String?, limit: Int) -> String {
+    /// A preview of a body at most `limit` bytes long, with hidden form fields and JSON keys masked
+    /// and every occurrence of a known secret value replaced by `***`.
+    func preview(_ body: Data, contentType: String?, limit: Int, scrubbing secrets: [String] = []) -> String {
         guard limit > 0, !body.isEmpty else { return "" }
         var text: String
         if contentType?.hasPrefix("application/x-www-form-urlencoded") == true {
@@ -66,16 +67,32 @@ public struct Redactor: Sendable {
         } else {
             text = String(decoding: body.prefix(limit), as: UTF8.self)
         }
-        if text.utf8.count > limit {
+        text = scrub(text, secrets)
+        if text.utf8.count > limit || body.count > limit && !text.hasSuffix("…") {
             text = String(decoding: Array(text.utf8.prefix(limit)), as: UTF8.self) + "…"
         }
         return text
     }
 
+    /// Replaces every occurrence of each secret by `***`.
+    func scrub(_ text: String, _ secrets: [String]) -> String {
+        secrets.reduce(text) { $0.replacingOccurrences(of: $1, with: "***") }
+    }
+
+    /// The secret values a request carries in hidden headers (the whole value and, after a scheme
+    /// such as `Bearer`, the credential alone), so they can be scrubbed from echoes.
+    func secretValues(in headers: HTTPHeaders) -> [String] {
+        headers.filter { hides(header: $0.name) }.flatMap { field -> [String] in
+            let parts = field.value.split(separator: " ", maxSplits: 1)
+            let credential = parts.count == 2 ? [String(parts[1])] : []
+            return ([field.value] + credential).filter { $0.count >= 4 }
+        }
+    }
+
     private func mask(_ value: Any) -> Any {
         if let object = value as? [String: Any] {
             return Dictionary(uniqueKeysWithValues: object.map { key, value in
-                (key, fields.contains(key.lowercased()) ? "***" : mask(value))
+                (key, fields.contains(key.lowercased()) || hides(header: key) ? "***" : mask(value))
             })
         }
         if let array = value as? [Any] { return array.map(mask) }

@@ -1,0 +1,145 @@
+import ConveyorTesting
+import Foundation
+import Testing
+
+/// Captures lines; can be disabled.
+final class CapturingSink: LogSink {
+    let lines = Locked<[LogEntry]>([])
+    let enabled: Bool
+    init(enabled: Bool = true) { self.enabled = enabled }
+    var isEnabled: Bool { enabled }
+    func write(_ entry: LogEntry) { lines.withLock { $0.append(entry) } }
+    var messages: [String] { lines.withLock { $0.map(\.message) } }
+}
+
+@Suite struct LoggingBehaviorTests {
+    let secrets = ["tok-SECRET", "cookie-SECRET", "pw-SECRET", "key-SECRET", "apikey-SECRET"]
+
+    func client(_ mock: MockTransport, sink: CapturingSink, preview: Int = 0) -> NetworkClient {
+        makeClient(mock) {
+            AuthTokenBehavior(tokens: InMemoryTokenStore(token: "tok-SECRET"))
+            HeadersBehavior(["Cookie": "s=cookie-SECRET", "X-API-Key": "key-SECRET"])
+            RetryBehavior(.exponentialBackoff(jitter: .none))
+            LoggingBehavior(sink: sink, bodyPreviewLimit: preview)
+        }
+    }
+
+    @Test func writesOneLinePerAttemptAndOnePerOutcome() async {
+        let mock = MockTransport()
+        mock.enqueue(.status(503), .text(#"{"ok":true}"#))
+        let sink = CapturingSink()
+        _ = await outcome { try await client(mock, sink: sink).send(Request<Void>(path: "/movies", query: ["page": 2])) }
+        let lines = sink.lines.withLock { $0 }
+        #expect(lines.map(\.level) == [.debug, .debug, .info])
+        #expect(lines[0].message.contains("GET https://api.test/v1/movies?page=2 attempt 1"))
+        #expect(lines[1].message.contains("attempt 2"))
+        #expect(lines[2].message.contains("200 after 2 attempt(s), 11 bytes"))
+    }
+
+    @Test func failuresAreLoggedAsErrors() async {
+        let mock = MockTransport()
+        mock.enqueue(.status(404))
+        let sink = CapturingSink()
+        _ = await outcome { try await client(mock, sink: sink).send(Request<Void>(path: "/missing")) }
+        #expect(sink.lines.withLock { $0.last?.level } == .error)
+        #expect(sink.messages.last?.contains("failed after 1 attempt(s): Not found: 404") == true)
+    }
+
+    @Test func secretsAreRedactedEverywhere() async {
+        let mock = MockTransport()
+        mock.enqueue(.text(#"{"access_token":"tok-SECRET","name":"ann"}"#, headers: ["Content-Type": "application/json"]))
+        let sink = CapturingSink()
+        let request = Request<Void>(
+            method: .post, path: "/login", query: ["api_key": "apikey-SECRET", "page": 1],
+            body: .form(["user": "ann", "password": "pw-SECRET"]))
+        _ = await outcome { try await client(mock, sink: sink, preview: 500).send(request) }
+        let text = sink.messages.joined(separator: "\n")
+        for secret in secrets { #expect(!text.contains(secret), "leaked \(secret): \(text)") }
+        #expect(text.contains("Authorization: ***") && text.contains("Cookie: ***") && text.contains("X-API-Key: ***"))
+        #expect(text.contains("api_key=***&page=1"))
+        #expect(text.contains("user=ann&password=***"))
+        #expect(text.contains(#""access_token":"***""#) && text.contains(#""name":"ann""#))
+    }
+
+    @Test func aDisabledSinkGetsNothing() async {
+        let mock = MockTransport()
+        mock.enqueue(.status(200))
+        let sink = CapturingSink(enabled: false)
+        _ = await outcome { try await client(mock, sink: sink).send(Request<Void>(path: "/x")) }
+        #expect(sink.messages.isEmpty)
+    }
+
+    @Test func bodyPreviewsAreCapped() async {
+        let mock = MockTransport()
+        mock.enqueue(.text(String(repeating: "x", count: 1000)))
+        let sink = CapturingSink()
+        _ = await outcome { try await client(mock, sink: sink, preview: 16).send(Request<Void>(path: "/big")) }
+        #expect(sink.messages.last?.hasSuffix("body: " + String(repeating: "x", count: 16) + "…") == true)
+    }
+
+    @Test func curlRenderingIsRedactedAndShellQuoted() {
+        let request = HTTPRequest(
+            method: .post, url: URL(string: "https://api.test/login?token=tok-SECRET&q=it's")!,
+            headers: ["Authorization": "Bearer tok-SECRET", "Content-Type": "application/x-www-form-urlencoded"],
+            body: Data("user=o'neil&password=pw-SECRET".utf8))
+        #expect(
+            request.curlCommand()
+                == #"curl -X 'POST' 'https://api.test/login?token=***&q=it'\''s' -H 'Authorization: ***' "#
+                + #"-H 'Content-Type: application/x-www-form-urlencoded' --data-binary 'user=o'\''neil&password=***'"#)
+    }
+}
+
+@Suite struct IdempotencyKeyBehaviorTests {
+    @Test func onlyConfiguredMethodsGetAKeyAndEachRequestItsOwn() async throws {
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/x", reply: .status(200))
+        let client = makeClient(mock) { IdempotencyKeyBehavior() }
+        try await client.send(Request<Void>(method: .post, path: "/x"))
+        try await client.send(Request<Void>(method: .post, path: "/x"))
+        try await client.send(Request<Void>(method: .get, path: "/x"))
+        let keys = mock.requests.map { $0.headers["Idempotency-Key"] }
+        #expect(keys[0] != nil && keys[1] != nil && keys[0] != keys[1])
+        #expect(keys[2] == nil)
+    }
+}
+
+@Suite struct ResponseVerificationBehaviorTests {
+    func client(_ mock: MockTransport) -> NetworkClient {
+        let counter = Locked(0)
+        return makeClient(mock) { ResponseVerificationBehavior(makeNonce: { "n\(counter.withLock { $0 += 1; return $0 })" }) }
+    }
+
+    @Test func anEchoedNoncePasses() async {
+        let mock = MockTransport()
+        mock.enqueue(.handler { request in .status(200, headers: ["X-Request-Nonce": request.headers["X-Request-Nonce"] ?? ""]) })
+        #expect(await outcome { try await client(mock).send(Request<Void>(path: "/x")) } == "success")
+    }
+
+    @Test func aCaptivePortalsPageFailsTheRequest() async {
+        let mock = MockTransport()
+        mock.enqueue(.text("<html>Sign in to Wi-Fi</html>"))
+        let error: NetworkError?
+        do throws(NetworkError) {
+            try await client(mock).send(Request<Void>(path: "/x"))
+            error = nil
+        } catch let caught { error = caught }
+        guard case .behaviorFailed("ResponseVerificationBehavior", .validate, let underlying)? = error else {
+            Issue.record("unexpected \(String(describing: error))")
+            return
+        }
+        #expect(underlying as? ResponseVerificationError == .nonceMismatch)
+    }
+
+    @Test func aStaleNonceFromAnEarlierAttemptFails() async {
+        let mock = MockTransport()
+        mock.enqueue(.status(200, headers: ["X-Request-Nonce": "n0"]))
+        #expect(await outcome { try await client(mock).send(Request<Void>(path: "/x")) }
+            == "ResponseVerificationBehavior failed in validate")
+    }
+
+    @Test func errorStatusesAreLeftToStatusHandling() async {
+        let mock = MockTransport()
+        mock.enqueue(.status(500))
+        #expect(await outcome { try await client(mock).send(Request<Void>(path: "/x")) } == "status 500")
+    }
+}
