@@ -63,6 +63,8 @@ public final class NetworkClient: NetworkClientProtocol {
     public let behaviors: CombinedRequestBehavior
     private let runner: RequestRunner
     private let baseURLString: String
+    /// Set when the base URL cannot make request URLs; every relative request then fails with it.
+    private let baseURLProblem: String?
 
     /// Creates a client.
     /// - Parameters:
@@ -83,6 +85,9 @@ public final class NetworkClient: NetworkClientProtocol {
         var base = baseURL.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURLString = base
+        self.baseURLProblem =
+            baseURL.scheme == nil || baseURL.host == nil
+            ? "the base URL '\(baseURL.redactingQuery)' has no scheme or host" : nil
     }
 
     /// Sends a request through the client's behaviors (minus its exclusions) and its own.
@@ -105,6 +110,9 @@ public final class NetworkClient: NetworkClientProtocol {
     /// - Returns: The request before any behavior ran.
     /// - Throws: ``NetworkError/invalidRequest(_:)`` for a bad URL or a body that cannot be encoded.
     public func makeHTTPRequest<Output>(_ request: Request<Output>) throws(NetworkError) -> HTTPRequest {
+        if let baseURLProblem, !(request.path.hasPrefix("http://") || request.path.hasPrefix("https://")) {
+            throw .invalidRequest(baseURLProblem)
+        }
         let url = try URLBuilder.url(base: baseURLString, path: request.path, query: request.query)
         var headers = request.headers
         let body = try request.body.encoded(with: configuration.encoder)

@@ -2,38 +2,97 @@ import ConveyorPipeline
 import Foundation
 
 /// Joins a base URL, a path and query parameters into a URL, percent-encoding as needed.
+///
+/// It runs on every request, so the common case (a plain relative path) is one scan of the path's
+/// bytes, one string concatenation and one `URL` parse.
 enum URLBuilder {
+    /// - Parameters:
+    ///   - base: The client's base URL as a string, without a trailing slash; already validated.
+    ///   - path: The request's path, or an absolute `http(s)` URL.
+    ///   - query: Parameters to append.
     static func url(base: String, path: String, query: QueryParameters) throws(NetworkError) -> URL {
+        let absolute = path.hasPrefix("http://") || path.hasPrefix("https://")
+        if !absolute && hasDotSegment(path) {
+            throw .invalidRequest("the path contains a '.' or '..' segment, which could leave the base URL")
+        }
         var string: String
-        if path.hasPrefix("http://") || path.hasPrefix("https://") {
+        if absolute {
             string = encodePath(path)
         } else {
-            let pathPart = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            if pathPart.split(separator: "/").contains(where: { $0 == "." || $0 == ".." || $0.lowercased() == "%2e%2e" }) {
-                throw .invalidRequest("the path contains a '.' or '..' segment, which could leave the base URL")
-            }
             string = base
             if !path.isEmpty && !path.hasPrefix("/") { string.append("/") }
             string.append(encodePath(path))
         }
         if !query.isEmpty {
-            string.append(string.contains("?") ? "&" : "?")
+            string.append(string.utf8.contains(UInt8(ascii: "?")) ? "&" : "?")
             string.append(query.encoded)
         }
-        guard let url = URL(string: string), url.scheme != nil, url.host != nil else {
+        guard let url = URL(string: string) else {
             throw .invalidRequest("'\(path)' does not make a valid URL with the base URL")
+        }
+        // The base URL was checked when the client was made; an absolute path needs its own check.
+        if absolute, url.host == nil {
+            throw .invalidRequest("'\(path)' has no host")
         }
         return url
     }
 
+    /// Whether the path part (before any `?`) has a `.` or `..` segment, literal or `%2e`-encoded.
+    static func hasDotSegment(_ path: String) -> Bool {
+        var segmentStart = true
+        var dots = 0
+        var other = false
+        func isDotSegment() -> Bool { !other && (dots == 1 || dots == 2) }
+        var bytes = path.utf8.makeIterator()
+        var pending: [UInt8] = []
+        while let byte = pending.isEmpty ? bytes.next() : pending.removeFirst() {
+            switch byte {
+            case UInt8(ascii: "/"), UInt8(ascii: "?"):
+                if !segmentStart && isDotSegment() { return true }
+                if byte == UInt8(ascii: "?") { return false }
+                segmentStart = true
+                dots = 0
+                other = false
+                continue
+            case UInt8(ascii: "."):
+                dots += 1
+            case UInt8(ascii: "%"):
+                let first = bytes.next()
+                let second = bytes.next()
+                if first == UInt8(ascii: "2"), second == UInt8(ascii: "e") || second == UInt8(ascii: "E") {
+                    dots += 1
+                } else {
+                    other = true
+                    pending = [first, second].compactMap { $0 }
+                }
+            default:
+                other = true
+            }
+            segmentStart = false
+        }
+        return !segmentStart && isDotSegment()
+    }
+
     /// Percent-encodes bytes that may not appear in a URL path; keeps `%XX` escapes and treats
     /// the first `?` as the start of a raw query, which is kept as it is (minus invalid bytes).
+    /// Returns `path` itself when nothing needs encoding.
     static func encodePath(_ path: String) -> String {
+        var needsWork = false
+        var inQuery = false
+        for byte in path.utf8 {
+            if byte == UInt8(ascii: "?") { inQuery = true }
+            if !(isAllowed(byte) || byte == UInt8(ascii: "%") || (inQuery && byte == UInt8(ascii: "?"))) {
+                needsWork = true
+                break
+            }
+        }
+        if !needsWork && !path.utf8.contains(UInt8(ascii: "%")) { return path }
+
         let hex = Array("0123456789ABCDEF".utf8)
         let bytes = Array(path.utf8)
         var result: [UInt8] = []
-        result.reserveCapacity(bytes.count)
-        var inQuery = false
+        result.reserveCapacity(bytes.count + 16)
+        inQuery = false
         var index = 0
         while index < bytes.count {
             let byte = bytes[index]
@@ -44,7 +103,7 @@ enum URLBuilder {
                 isHex(bytes[index + 2])
             {
                 result.append(byte)
-            } else if isAllowed(byte) || (inQuery && (byte == UInt8(ascii: "?") || byte == UInt8(ascii: "/"))) {
+            } else if isAllowed(byte) || (inQuery && byte == UInt8(ascii: "?")) {
                 result.append(byte)
             } else {
                 result.append(UInt8(ascii: "%"))
@@ -58,8 +117,15 @@ enum URLBuilder {
 
     /// RFC 3986 `pchar` plus `/`: unreserved, sub-delims, `:` and `@`.
     private static func isAllowed(_ byte: UInt8) -> Bool {
-        if QueryParameters.isUnreserved(byte) { return true }
-        return "!$&'()*+,;=:@/".utf8.contains(byte)
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+            UInt8(ascii: "~"), UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"),
+            UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","),
+            UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"), UInt8(ascii: "/"):
+            true
+        default: false
+        }
     }
 
     private static func isHex(_ byte: UInt8) -> Bool {

@@ -16,6 +16,8 @@
 public struct CombinedRequestBehavior: RequestBehavior {
     /// The members, flattened, in registration order.
     public let behaviors: [any RequestBehavior]
+    /// Which members each hook calls; members' no-op default hooks are left out once learned.
+    let planCache: HookPlanCache
 
     /// Creates a chain, flattening members that are chains themselves.
     /// - Parameter behaviors: The members, outermost first.
@@ -30,6 +32,7 @@ public struct CombinedRequestBehavior: RequestBehavior {
             }
         }
         self.behaviors = flat
+        self.planCache = HookPlanCache(behaviors: flat)
     }
 
     /// Creates a chain from a result-builder block.
@@ -59,10 +62,19 @@ public struct CombinedRequestBehavior: RequestBehavior {
         return CombinedRequestBehavior(behaviors.filter { behavior in !exclusions.contains { $0.matches(behavior) } })
     }
 
+    /// The members to call for each hook, for one request.
+    package func plan() -> HookPlan { planCache.current() }
+
     /// Merges members' headers first to last; a later member wins on the same name.
     public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        try await additionalHeaders(plan(), for: request, context: context)
+    }
+
+    package func additionalHeaders(_ plan: HookPlan, for request: HTTPRequest, context: RequestContext)
+        async throws(NetworkError) -> HTTPHeaders
+    {
         var merged = HTTPHeaders()
-        for behavior in behaviors {
+        for behavior in plan.additionalHeaders {
             let headers: HTTPHeaders
             do {
                 headers = try await behavior.additionalHeaders(for: request, context: context)
@@ -77,7 +89,13 @@ public struct CombinedRequestBehavior: RequestBehavior {
 
     /// Runs members' `modify` first to last.
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
-        for behavior in behaviors {
+        try await modify(plan(), &request, context: context)
+    }
+
+    package func modify(_ plan: HookPlan, _ request: inout HTTPRequest, context: RequestContext)
+        async throws(NetworkError)
+    {
+        for behavior in plan.modify {
             do {
                 try await behavior.modify(&request, context: context)
             } catch {
@@ -88,12 +106,22 @@ public struct CombinedRequestBehavior: RequestBehavior {
 
     /// Runs members' `beforeSend` first to last.
     public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
-        for behavior in behaviors { await behavior.beforeSend(request, context: context) }
+        await beforeSend(plan(), request, context: context)
+    }
+
+    package func beforeSend(_ plan: HookPlan, _ request: HTTPRequest, context: RequestContext) async {
+        for behavior in plan.beforeSend { await behavior.beforeSend(request, context: context) }
     }
 
     /// Runs members' `validate` last to first; the first to throw fails the attempt.
     public func validate(_ response: HTTPResponse, context: RequestContext) async throws {
-        for behavior in behaviors.reversed() {
+        try await validate(plan(), response, context: context)
+    }
+
+    package func validate(_ plan: HookPlan, _ response: HTTPResponse, context: RequestContext)
+        async throws(NetworkError)
+    {
+        for behavior in plan.validate {
             do {
                 try await behavior.validate(response, context: context)
             } catch {
@@ -106,7 +134,13 @@ public struct CombinedRequestBehavior: RequestBehavior {
     public func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
         -> RetryDecision
     {
-        for behavior in behaviors {
+        await retryDecision(plan(), after: failure, response: response, context: context)
+    }
+
+    package func retryDecision(
+        _ plan: HookPlan, after failure: NetworkError, response: HTTPResponse?, context: RequestContext
+    ) async -> RetryDecision {
+        for behavior in plan.retryDecision {
             let decision = await behavior.retryDecision(after: failure, response: response, context: context)
             if case .retry = decision { return decision }
         }
@@ -115,12 +149,20 @@ public struct CombinedRequestBehavior: RequestBehavior {
 
     /// Runs members' `afterSuccess` last to first.
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
-        for behavior in behaviors.reversed() { await behavior.afterSuccess(response, context: context) }
+        await afterSuccess(plan(), response, context: context)
+    }
+
+    package func afterSuccess(_ plan: HookPlan, _ response: HTTPResponse, context: RequestContext) async {
+        for behavior in plan.afterSuccess { await behavior.afterSuccess(response, context: context) }
     }
 
     /// Runs members' `afterFailure` last to first.
     public func afterFailure(_ error: NetworkError, context: RequestContext) async {
-        for behavior in behaviors.reversed() { await behavior.afterFailure(error, context: context) }
+        await afterFailure(plan(), error, context: context)
+    }
+
+    package func afterFailure(_ plan: HookPlan, _ error: NetworkError, context: RequestContext) async {
+        for behavior in plan.afterFailure { await behavior.afterFailure(error, context: context) }
     }
 }
 

@@ -1,7 +1,9 @@
 /// A small value that takes part in every request a client sends: it adds headers, adjusts the
 /// request, judges the response, asks for retries and observes the outcome.
 ///
-/// Every hook has a no-op default, so a behavior implements only what it needs.
+/// Every hook has a no-op default, so a behavior implements only what it needs. A chain learns
+/// which hooks a behavior type leaves at the default and stops calling them, so an unused hook
+/// costs nothing.
 ///
 /// ### Order
 /// A request's chain is the client's behaviors followed by the request's own. Request-side hooks
@@ -96,20 +98,34 @@ extension RequestBehavior {
     public var name: String { String(describing: Self.self) }
     /// No headers.
     public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
-        HTTPHeaders()
+        DefaultHooks.record(Self.self, .additionalHeaders)
+        return HTTPHeaders()
     }
     /// Does nothing.
-    public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {}
+    public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
+        DefaultHooks.record(Self.self, .modify)
+    }
     /// Does nothing.
-    public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {}
+    public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
+        DefaultHooks.record(Self.self, .beforeSend)
+    }
     /// Accepts every response.
-    public func validate(_ response: HTTPResponse, context: RequestContext) async throws {}
+    public func validate(_ response: HTTPResponse, context: RequestContext) async throws {
+        DefaultHooks.record(Self.self, .validate)
+    }
     /// Never asks for a retry.
     public func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
         -> RetryDecision
-    { .doNotRetry }
+    {
+        DefaultHooks.record(Self.self, .retryDecision)
+        return .doNotRetry
+    }
     /// Does nothing.
-    public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {}
+    public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
+        DefaultHooks.record(Self.self, .afterSuccess)
+    }
     /// Does nothing.
-    public func afterFailure(_ error: NetworkError, context: RequestContext) async {}
+    public func afterFailure(_ error: NetworkError, context: RequestContext) async {
+        DefaultHooks.record(Self.self, .afterFailure)
+    }
 }

@@ -1,4 +1,3 @@
-import Foundation
 
 /// A typed key for per-request state stored in a ``RequestContext``, like SwiftUI's
 /// `EnvironmentKey`.
@@ -58,14 +57,16 @@ public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible
 /// ```
 ///
 /// It is safe to read and write from any task.
-public final class RequestContext: @unchecked Sendable {
-    // @unchecked: `attempt` and `storage` are only touched while holding `lock`.
-    private let lock = NSLock()
-    private var _attempt = 1
-    private var storage: [ObjectIdentifier: any Sendable] = [:]
-    private var cancelRequested = false
-    private var interruptible = false
-    private var cancelWaiters: [CheckedContinuation<Void, Never>] = []
+public final class RequestContext: Sendable {
+    private struct State {
+        var attempt = 1
+        var storage: [ObjectIdentifier: any Sendable] = [:]
+        var cancelRequested = false
+        var interruptible = false
+        var cancelWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Locked(State())
 
     /// Identifies this logical request (the same for all attempts).
     public let requestID: RequestID
@@ -83,16 +84,10 @@ public final class RequestContext: @unchecked Sendable {
     }
 
     /// Which attempt is being prepared, sent or judged: 1 for the first, 2 for the first retry…
-    public var attempt: Int {
-        lock.lock()
-        defer { lock.unlock() }
-        return _attempt
-    }
+    public var attempt: Int { state.withLock { $0.attempt } }
 
     package func setAttempt(_ attempt: Int) {
-        lock.lock()
-        _attempt = attempt
-        lock.unlock()
+        state.withLock { $0.attempt = attempt }
     }
 
     /// Asks the request to stop: an attempt in flight is interrupted if ``makeInterruptible()``
@@ -102,54 +97,42 @@ public final class RequestContext: @unchecked Sendable {
     /// For behaviors that must stop a request from outside its task, such as a background task
     /// that expires.
     public func cancel() {
-        lock.lock()
-        cancelRequested = true
-        let waiters = cancelWaiters
-        cancelWaiters = []
-        lock.unlock()
+        let waiters = state.withLock { state in
+            state.cancelRequested = true
+            defer { state.cancelWaiters = [] }
+            return state.cancelWaiters
+        }
         waiters.forEach { $0.resume() }
     }
 
     /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return cancelRequested
-    }
+    public var isCancelled: Bool { state.withLock { $0.cancelRequested } }
 
     /// Lets ``cancel()`` interrupt an attempt that is already in flight. Call it from a
     /// request-side hook (`additionalHeaders`, `modify`, `beforeSend`) of a behavior that may
     /// cancel; it costs one task group per attempt, so requests that never need it don't pay.
     public func makeInterruptible() {
-        lock.lock()
-        interruptible = true
-        lock.unlock()
+        state.withLock { $0.interruptible = true }
     }
 
-    package var isInterruptible: Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        return interruptible
-    }
+    package var isInterruptible: Bool { state.withLock { $0.interruptible } }
 
     /// Returns when ``cancel()`` is called or the current task is cancelled.
     package func waitUntilCancelled() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                lock.lock()
-                if cancelRequested || Task.isCancelled {
-                    lock.unlock()
-                    continuation.resume()
-                    return
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.cancelRequested || Task.isCancelled { return true }
+                    state.cancelWaiters.append(continuation)
+                    return false
                 }
-                cancelWaiters.append(continuation)
-                lock.unlock()
+                if resumeNow { continuation.resume() }
             }
         } onCancel: {
-            lock.lock()
-            let waiters = cancelWaiters
-            cancelWaiters = []
-            lock.unlock()
+            let waiters = state.withLock { state in
+                defer { state.cancelWaiters = [] }
+                return state.cancelWaiters
+            }
             waiters.forEach { $0.resume() }
         }
     }
@@ -157,16 +140,8 @@ public final class RequestContext: @unchecked Sendable {
     /// Reads or writes the value stored for a key; reads the key's default until one is written.
     /// - Parameter key: The key type.
     public subscript<Key: RequestContextKey>(key: Key.Type) -> Key.Value {
-        get {
-            lock.lock()
-            defer { lock.unlock() }
-            return storage[ObjectIdentifier(key)] as? Key.Value ?? Key.defaultValue
-        }
-        set {
-            lock.lock()
-            storage[ObjectIdentifier(key)] = newValue
-            lock.unlock()
-        }
+        get { state.withLock { $0.storage[ObjectIdentifier(key)] as? Key.Value ?? Key.defaultValue } }
+        set { state.withLock { $0.storage[ObjectIdentifier(key)] = newValue } }
     }
 
     /// Atomically reads and changes the value for a key.
@@ -177,11 +152,11 @@ public final class RequestContext: @unchecked Sendable {
     public func update<Key: RequestContextKey, Result>(
         _ key: Key.Type, _ body: (inout Key.Value) throws -> Result
     ) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        var value = storage[ObjectIdentifier(key)] as? Key.Value ?? Key.defaultValue
-        let result = try body(&value)
-        storage[ObjectIdentifier(key)] = value
-        return result
+        try state.withLock { state in
+            var value = state.storage[ObjectIdentifier(key)] as? Key.Value ?? Key.defaultValue
+            let result = try body(&value)
+            state.storage[ObjectIdentifier(key)] = value
+            return result
+        }
     }
 }

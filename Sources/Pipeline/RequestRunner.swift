@@ -33,22 +33,23 @@ package struct RequestRunner: Sendable {
     ) async throws(NetworkError) -> Output {
         var attempt = 1
         var began = false
+        let plan = chain.plan()
         while true {
             context.setAttempt(attempt)
             let failure: NetworkError
             var response: HTTPResponse?
             do throws(NetworkError) {
                 if Task.isCancelled || context.isCancelled { throw .cancelled }
-                let prepared = try await prepare(request, chain: chain, context: context)
+                let prepared = try await prepare(request, chain: chain, plan: plan, context: context)
                 if !began {
                     began = true
-                    await chain.beforeSend(prepared, context: context)
+                    if !plan.beforeSend.isEmpty { await chain.beforeSend(plan, prepared, context: context) }
                 }
                 if Task.isCancelled || context.isCancelled { throw .cancelled }
                 let received = try await send(prepared, context: context)
                 response = received
-                let output = try await judge(received, chain: chain, context: context, decode: decode)
-                await chain.afterSuccess(received, context: context)
+                let output = try await judge(received, chain: chain, plan: plan, context: context, decode: decode)
+                if !plan.afterSuccess.isEmpty { await chain.afterSuccess(plan, received, context: context) }
                 return output
             } catch {
                 failure = error
@@ -57,26 +58,26 @@ package struct RequestRunner: Sendable {
             // Failure path: stop, or ask the chain whether to try again.
             guard began else { throw failure }
             if failure.isCancellation || Task.isCancelled || context.isCancelled {
-                await chain.afterFailure(.cancelled, context: context)
+                await chain.afterFailure(plan, .cancelled, context: context)
                 throw .cancelled
             }
             guard attempt < attemptLimit,
                 case .retry(let delay) = await chain.retryDecision(
-                    after: failure, response: response ?? failure.response, context: context)
+                    plan, after: failure, response: response ?? failure.response, context: context)
             else {
-                await chain.afterFailure(failure, context: context)
+                await chain.afterFailure(plan, failure, context: context)
                 throw failure
             }
             if delay > .zero {
                 do {
                     try await wait(delay, context: context)
                 } catch {
-                    await chain.afterFailure(.cancelled, context: context)
+                    await chain.afterFailure(plan, .cancelled, context: context)
                     throw .cancelled
                 }
             }
             if Task.isCancelled || context.isCancelled {
-                await chain.afterFailure(.cancelled, context: context)
+                await chain.afterFailure(plan, .cancelled, context: context)
                 throw .cancelled
             }
             attempt += 1
@@ -86,19 +87,16 @@ package struct RequestRunner: Sendable {
     /// Builds one attempt: behavior headers (explicit request headers win), then `modify`,
     /// then header validation.
     package func prepare(
-        _ request: HTTPRequest, chain: CombinedRequestBehavior, context: RequestContext
+        _ request: HTTPRequest, chain: CombinedRequestBehavior, plan: HookPlan, context: RequestContext
     ) async throws(NetworkError) -> HTTPRequest {
         var attempt = request
-        do {
-            let added = try await chain.additionalHeaders(for: request, context: context)
+        if !plan.additionalHeaders.isEmpty {
+            let added = try await chain.additionalHeaders(plan, for: request, context: context)
             for field in added where !request.headers.contains(field.name) {
                 attempt.headers.add(name: field.name, value: field.value)
             }
-            try await chain.modify(&attempt, context: context)
-        } catch {
-            // CombinedRequestBehavior maps every hook error to a NetworkError.
-            throw NetworkError(hookError: error, behavior: chain, hook: .modify)
         }
+        if !plan.modify.isEmpty { try await chain.modify(plan, &attempt, context: context) }
         if let (name, failure) = attempt.headers.firstInvalidField() {
             let printable = name.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "?" }.joined()
             switch failure {
@@ -179,7 +177,7 @@ package struct RequestRunner: Sendable {
 
     /// Judges a response: acceptable status, then `validate` hooks, then decoding.
     private func judge<Output>(
-        _ response: HTTPResponse, chain: CombinedRequestBehavior, context: RequestContext,
+        _ response: HTTPResponse, chain: CombinedRequestBehavior, plan: HookPlan, context: RequestContext,
         decode: (HTTPResponse) throws -> Output
     ) async throws(NetworkError) -> Output {
         guard acceptableStatusCodes.contains(response.status) else {
@@ -189,11 +187,7 @@ package struct RequestRunner: Sendable {
             default: throw .unacceptableStatus(response)
             }
         }
-        do {
-            try await chain.validate(response, context: context)
-        } catch {
-            throw NetworkError(hookError: error, behavior: chain, hook: .validate)
-        }
+        if !plan.validate.isEmpty { try await chain.validate(plan, response, context: context) }
         do {
             return try decode(response)
         } catch let error as NetworkError {

@@ -64,7 +64,7 @@ import Testing
                 Issue.record("expected timedOut, got \(String(describing: error))")
                 return
             }
-            #expect(ContinuousClock.now - start < .seconds(3))
+            #expect(ContinuousClock.now - start < .seconds(10))  // the server stalls for 30 s
         }
     }
 }

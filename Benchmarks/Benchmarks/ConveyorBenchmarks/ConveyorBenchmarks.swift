@@ -1,0 +1,66 @@
+import Benchmark
+import BenchSupport
+import Conveyor
+import Foundation
+
+// Each benchmark iteration runs 1,000 requests (scalingFactor .kilo); results are per request.
+func makeConfiguration() -> Benchmark.Configuration {
+    .init(
+        metrics: [.wallClock, .mallocCountTotal, .throughput], timeUnits: .nanoseconds, warmupIterations: 10,
+        scalingFactor: .kilo, maxDuration: .seconds(2), maxIterations: 2_000)
+}
+
+let baseURL = URL(string: "http://127.0.0.1:8080/api")!
+
+func client(_ count: Int) -> NetworkClient {
+    NetworkClient(baseURL: baseURL, transport: CannedTransport()) { Array(repeating: NoOpBehavior(), count: count) }
+}
+
+let benchmarks: @Sendable () -> Void = {
+    let configuration = makeConfiguration()
+    Benchmark("1 Floor: transport.send", configuration: configuration) { benchmark in
+        let transport: any HTTPTransport = CannedTransport()
+        let request = HTTPRequest(method: .get, url: baseURL.appendingPathComponent("movies"))
+        for _ in benchmark.scaledIterations {
+            blackHole(try await transport.send(request))
+        }
+    }
+
+    for count in [0, 1, 10, 50] {
+        let client = client(count)
+        let request = Request<Data>(path: "/movies")
+        Benchmark("2 NetworkClient, \(count) no-op behaviors", configuration: configuration) { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(try await client.send(request))
+            }
+        }
+    }
+
+    do {
+        let client = client(5)
+        let request = Request<Data>(path: "/movies", behaviors: Array(repeating: NoOpBehavior(), count: 5))
+        Benchmark("2 NetworkClient, 5 client + 5 per-request no-op", configuration: configuration) { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(try await client.send(request))
+            }
+        }
+    }
+
+    do {
+        let client = NetworkClient(baseURL: baseURL, transport: CannedTransport()) { realisticBehaviors() }
+        let request = Request<Movie>(path: "/movies/7")
+        Benchmark("3 Realistic chain + JSON decoding", configuration: configuration) { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(try await client.send(request))
+            }
+        }
+        let plain = NetworkClient(baseURL: baseURL, transport: CannedTransport())
+        Benchmark("3 No behaviors + JSON decoding", configuration: configuration) { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(try await plain.send(request))
+            }
+        }
+    }
+
+    registerPeerBenchmarks(configuration)
+}

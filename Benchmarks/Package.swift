@@ -1,0 +1,39 @@
+// swift-tools-version: 6.1
+// Conveyor's benchmarks: a separate package so the library itself keeps zero dependencies.
+// Run from the repository root:
+//   swift package --package-path Benchmarks benchmark                     (in-memory scenarios)
+//   swift run --package-path Benchmarks -c release loopback-bench         (end to end over 127.0.0.1)
+import PackageDescription
+
+let package = Package(
+    name: "ConveyorBenchmarks",
+    platforms: [.macOS(.v14)],
+    dependencies: [
+        .package(name: "Conveyor", path: ".."),
+        .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", exact: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
+    ],
+    targets: [
+        // The realistic chain's fakes and the in-memory transport, shared by both executables.
+        .target(
+            name: "BenchSupport", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
+            path: "Sources/BenchSupport"),
+        .executableTarget(
+            name: "ConveyorBenchmarks",
+            dependencies: [
+                "BenchSupport",
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Benchmarks/ConveyorBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "loopback-bench",
+            dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
+            path: "Sources/LoopbackBench"),
+    ]
+)
