@@ -120,13 +120,13 @@ final class FakeTaskRunner: BackgroundTaskRunner {
         #expect(runner.openIDs.isEmpty)
     }
 
-    @Test func expirationCancelsTheRequestAndEndsTheTaskOnce() async {
+    @Test func expirationCanInterruptTheAttemptInFlightAndEndsTheTaskOnce() async {
         let runner = FakeTaskRunner()
         let clock = ManualClock()
         let mock = MockTransport(clock: clock)
         mock.enqueue(.delayed(.seconds(600), .status(200)))
         let client = makeClient(mock, clock: clock) {
-            BackgroundTaskBehavior(runner: runner)
+            BackgroundTaskBehavior(runner: runner, interruptsInFlightAttempt: true)
             RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
         }
         let task = Task { await outcome { try await client.send(Request<Void>(path: "/upload")) } }
@@ -135,6 +135,24 @@ final class FakeTaskRunner: BackgroundTaskRunner {
         #expect(await task.value == "cancelled")
         #expect(runner.state.withLock { $0.ended } == [1])
         #expect(mock.requests.count == 1)  // no retry after the expiration
+    }
+
+    @Test func byDefaultExpirationStopsTheRequestAtItsNextStep() async {
+        let runner = FakeTaskRunner()
+        let clock = ManualClock()
+        let mock = MockTransport(clock: clock)
+        mock.enqueue(.delayed(.seconds(5), .status(503)), .status(200))
+        let client = makeClient(mock, clock: clock) {
+            BackgroundTaskBehavior(runner: runner)
+            RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
+        }
+        let task = Task { await outcome { try await client.send(Request<Void>(path: "/upload")) } }
+        await clock.waitForSleepers(1)  // attempt 1 in flight
+        runner.expireAll()
+        clock.advance(by: .seconds(5))  // the attempt finishes on its own with a 503…
+        #expect(await task.value == "cancelled")  // …and no retry follows
+        #expect(mock.requests.count == 1)
+        #expect(runner.state.withLock { $0.ended } == [1])
     }
 
     @Test func keepsTheContract() async {

@@ -12,9 +12,14 @@ public import ConveyorPipeline
 ///
 /// It begins a task in `beforeSend` and ends it exactly once in `afterSuccess`/`afterFailure`,
 /// so the task spans retries and backoff waits. The identifier lives in the request's context,
-/// so concurrent requests each end their own. If the system's time runs out first, the request is
-/// cancelled (its attempt in flight is interrupted); it then fails with `.cancelled` and the
-/// task is ended.
+/// so concurrent requests each end their own.
+///
+/// If the system's time runs out first, the request is cancelled: no further attempt or retry
+/// starts, and it fails with `.cancelled` and the task is ended. (``UIApplicationBackgroundTaskRunner``
+/// ends the UIKit task inside the expiration handler, as UIKit requires.) An attempt already in
+/// flight finishes on its own unless `interruptsInFlightAttempt` is `true`. Interrupting it
+/// makes every attempt race the transport in a task group, which costs about 9 µs per request
+/// on the benchmark machine (BENCHMARKS.md).
 public struct BackgroundTaskBehavior: RequestBehavior {
     enum TaskKey: RequestContextKey { static let defaultValue: BackgroundTaskID? = nil }
 
@@ -22,19 +27,24 @@ public struct BackgroundTaskBehavior: RequestBehavior {
     public let runner: any BackgroundTaskRunner
     /// The task name the system shows when debugging.
     public let taskName: String
+    /// Whether expiration interrupts an attempt already in flight (at a cost on every request).
+    public let interruptsInFlightAttempt: Bool
 
     /// Creates the behavior.
     /// - Parameters:
     ///   - runner: Begins and ends background tasks.
     ///   - taskName: A name for debugging.
-    public init(runner: any BackgroundTaskRunner, taskName: String = "Conveyor request") {
+    ///   - interruptsInFlightAttempt: Whether expiration also interrupts the attempt in flight;
+    ///     `false` by default (expiration then stops the request at its next step).
+    public init(runner: any BackgroundTaskRunner, taskName: String = "Conveyor request", interruptsInFlightAttempt: Bool = false) {
         self.runner = runner
         self.taskName = taskName
+        self.interruptsInFlightAttempt = interruptsInFlightAttempt
     }
 
     /// Begins the background task; its expiration cancels this request.
     public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
-        context.makeInterruptible()
+        if interruptsInFlightAttempt { context.makeInterruptible() }
         let id = await runner.beginTask(named: taskName) { [context] in context.cancel() }
         context[TaskKey.self] = id
     }

@@ -1,0 +1,75 @@
+@testable import ConveyorPipeline
+import ConveyorTesting
+import Foundation
+import Testing
+
+/// Chains stop calling hooks that a behavior type leaves at the no-op default, and only those.
+@Suite struct HookPlanTests {
+    /// Implements modify and afterSuccess only.
+    struct CountsModify: RequestBehavior {
+        let calls: Locked<[String]>
+        func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
+            calls.withLock { $0.append("modify") }
+        }
+        func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
+            calls.withLock { $0.append("afterSuccess") }
+        }
+    }
+
+    struct NothingAtAll: RequestBehavior {}
+    /// Its own type, so what other tests teach the (process-wide) registry cannot leak in.
+    struct NothingEither: RequestBehavior {}
+
+    @Test func defaultHooksAreLearnedAndSkippedImplementedOnesAlwaysRun() async throws {
+        let calls = Locked<[String]>([])
+        let mock = MockTransport()
+        mock.stub(nil, "/api/x", reply: .status(200))
+        let client = makeClient(mock) {
+            NothingAtAll()
+            CountsModify(calls: calls)
+        }
+        for _ in 0..<3 { try await client.send(Request<Void>(path: "/x")) }
+        // Implemented hooks ran on every request.
+        #expect(calls.withLock { $0 } == Array(repeating: ["modify", "afterSuccess"], count: 3).flatMap { $0 })
+        // After the first request, the plan calls only the implemented hooks.
+        let plan = client.behaviors.plan()
+        #expect(plan.additionalHeaders.isEmpty)
+        #expect(plan.beforeSend.isEmpty)
+        #expect(plan.validate.isEmpty)
+        #expect(plan.modify.map(\.name) == ["CountsModify"])
+        #expect(plan.afterSuccess.map(\.name) == ["CountsModify"])
+    }
+
+    @Test func aBehaviorThatImplementsEveryHookIsNeverSkipped() async throws {
+        let recorder = HookRecorder()
+        let mock = MockTransport()
+        mock.stub(nil, "/api/x", reply: .status(200))
+        let client = makeClient(mock) { RecordingBehavior("spy", recorder: recorder) }
+        for _ in 0..<3 { try await client.send(Request<Void>(path: "/x")) }
+        #expect(recorder.hooks(of: "spy").count == 15)
+        let plan = client.behaviors.plan()
+        #expect([plan.additionalHeaders, plan.modify, plan.beforeSend, plan.validate, plan.afterSuccess].allSatisfy { $0.count == 1 })
+    }
+
+    @Test func ordersArePreservedInThePlan() async throws {
+        let recorder = HookRecorder()
+        let mock = MockTransport()
+        mock.stub(nil, "/api/x", reply: .status(200))
+        let client = makeClient(mock) {
+            RecordingBehavior("A", recorder: recorder)
+            NothingEither()
+            RecordingBehavior("B", recorder: recorder)
+        }
+        for _ in 0..<2 { try await client.send(Request<Void>(path: "/x")) }
+        let plan = client.behaviors.plan()
+        #expect(plan.modify.map(\.name) == ["A", "B"])
+        #expect(plan.validate.map(\.name) == ["B", "A"])
+        #expect(plan.afterSuccess.map(\.name) == ["B", "A"])
+        // afterFailure has not run yet, so it is not known to be a no-op for NothingEither.
+        #expect(plan.afterFailure.map(\.name) == ["B", "NothingEither", "A"])
+
+        mock.enqueue(.status(500))
+        try? await client.send(Request<Void>(path: "/x"))
+        #expect(client.behaviors.plan().afterFailure.map(\.name) == ["B", "A"])
+    }
+}
