@@ -17,11 +17,23 @@ public struct CombinedRequestBehavior: RequestBehavior {
     /// The members, flattened, in registration order.
     public let behaviors: [any RequestBehavior]
     /// Which members each hook calls; members' no-op default hooks are left out once learned.
-    let planCache: HookPlanCache
+    let planSource: HookPlanSource
 
     /// Creates a chain, flattening members that are chains themselves.
     /// - Parameter behaviors: The members, outermost first.
     public init(_ behaviors: [any RequestBehavior]) {
+        let flat = Self.flatten(behaviors)
+        self.behaviors = flat
+        self.planSource = .cache(HookPlanCache(behaviors: flat))
+    }
+
+    private init(behaviors: [any RequestBehavior], plan: HookPlan) {
+        self.behaviors = behaviors
+        self.planSource = .fixed(plan)
+    }
+
+    private static func flatten(_ behaviors: [any RequestBehavior]) -> [any RequestBehavior] {
+        guard behaviors.contains(where: { $0 is CombinedRequestBehavior }) else { return behaviors }
         var flat: [any RequestBehavior] = []
         flat.reserveCapacity(behaviors.count)
         for behavior in behaviors {
@@ -31,8 +43,7 @@ public struct CombinedRequestBehavior: RequestBehavior {
                 flat.append(behavior)
             }
         }
-        self.behaviors = flat
-        self.planCache = HookPlanCache(behaviors: flat)
+        return flat
     }
 
     /// Creates a chain from a result-builder block.
@@ -48,10 +59,16 @@ public struct CombinedRequestBehavior: RequestBehavior {
     public var isEmpty: Bool { behaviors.isEmpty }
 
     /// A chain of this chain's members followed by `other`'s, flattened.
+    ///
+    /// Meant for one request's chain: it extends this chain's current plan instead of building
+    /// a new one, so a request's own behaviors cost little more than the client's.
     /// - Parameter other: Members to append (run after, i.e. inside, these).
     /// - Returns: The longer chain.
     public func appending(_ other: [any RequestBehavior]) -> CombinedRequestBehavior {
-        other.isEmpty ? self : CombinedRequestBehavior(behaviors + other)
+        if other.isEmpty { return self }
+        let extra = Self.flatten(other)
+        let plan = HookPlan(extending: plan(), with: extra, masks: DefaultHooks.masks())
+        return CombinedRequestBehavior(behaviors: behaviors + extra, plan: plan)
     }
 
     /// This chain without the members that any of the exclusions match.
@@ -63,7 +80,7 @@ public struct CombinedRequestBehavior: RequestBehavior {
     }
 
     /// The members to call for each hook, for one request.
-    package func plan() -> HookPlan { planCache.current() }
+    package func plan() -> HookPlan { planSource.current() }
 
     /// Merges members' headers first to last; a later member wins on the same name.
     public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {

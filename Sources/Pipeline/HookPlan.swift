@@ -20,6 +20,9 @@ package enum DefaultHooks {
         }
     }
 
+    /// The current masks.
+    static func masks() -> [ObjectIdentifier: UInt8] { state.withLock { $0.masks } }
+
     /// The current version and the masks, if they changed since `version`.
     static func changes(since version: Int) -> (version: Int, masks: [ObjectIdentifier: UInt8])? {
         state.withLock { $0.version == version ? nil : $0 }
@@ -55,6 +58,30 @@ package final class HookPlan: Sendable {
     /// Last to first.
     let afterFailure: [any RequestBehavior]
 
+    /// A client's plan extended by a request's own behaviors (which run inside the client's).
+    /// Lists the extra behaviors don't take part in are shared with `base`, not copied.
+    init(extending base: HookPlan, with extra: [any RequestBehavior], masks: [ObjectIdentifier: UInt8]) {
+        func members(_ hook: RequestHook) -> [any RequestBehavior] {
+            extra.filter { masks[ObjectIdentifier(type(of: $0)), default: 0] & hook.bit == 0 }
+        }
+        func forward(_ list: [any RequestBehavior], _ hook: RequestHook) -> [any RequestBehavior] {
+            let added = members(hook)
+            return added.isEmpty ? list : list + added
+        }
+        func backward(_ list: [any RequestBehavior], _ hook: RequestHook) -> [any RequestBehavior] {
+            let added = members(hook)
+            return added.isEmpty ? list : added.reversed() + list
+        }
+        version = base.version
+        additionalHeaders = forward(base.additionalHeaders, .additionalHeaders)
+        modify = forward(base.modify, .modify)
+        beforeSend = forward(base.beforeSend, .beforeSend)
+        validate = backward(base.validate, .validate)
+        retryDecision = forward(base.retryDecision, .retryDecision)
+        afterSuccess = backward(base.afterSuccess, .afterSuccess)
+        afterFailure = backward(base.afterFailure, .afterFailure)
+    }
+
     init(behaviors: [any RequestBehavior], version: Int, masks: [ObjectIdentifier: UInt8]) {
         func members(_ hook: RequestHook) -> [any RequestBehavior] {
             behaviors.filter { masks[ObjectIdentifier(type(of: $0)), default: 0] & hook.bit == 0 }
@@ -70,23 +97,46 @@ package final class HookPlan: Sendable {
     }
 }
 
+/// Where a chain gets its plan: a client's long-lived chain refreshes its plan as defaults are
+/// learned; a one-request chain (client behaviors plus the request's own) uses a fixed plan.
+enum HookPlanSource: Sendable {
+    case cache(HookPlanCache)
+    case fixed(HookPlan)
+
+    func current() -> HookPlan {
+        switch self {
+        case .cache(let cache): cache.current()
+        case .fixed(let plan): plan
+        }
+    }
+}
+
 /// Holds a chain's current plan and refreshes it when new defaults have been learned.
-package final class HookPlanCache: Sendable {
+///
+/// Once the plan has not changed for ``settleAfter`` requests it stops consulting the
+/// process-wide registry, so a busy client takes no shared lock per request. (A no-op failure
+/// hook first reached after that is simply still called: a cost, never a change in behavior.)
+final class HookPlanCache: Sendable {
+    static let settleAfter = 64
     private let behaviors: [any RequestBehavior]
-    private let plan: Locked<HookPlan>
+    private let state: Locked<(plan: HookPlan, unchanged: Int)>
 
     init(behaviors: [any RequestBehavior]) {
         self.behaviors = behaviors
         let (version, masks) = DefaultHooks.changes(since: -1) ?? (0, [:])
-        plan = Locked(HookPlan(behaviors: behaviors, version: version, masks: masks))
+        state = Locked((HookPlan(behaviors: behaviors, version: version, masks: masks), 0))
     }
 
     /// The plan to use for one request.
-    package func current() -> HookPlan {
-        let plan = self.plan.withLock { $0 }
-        guard let (version, masks) = DefaultHooks.changes(since: plan.version) else { return plan }
+    func current() -> HookPlan {
+        let (plan, unchanged) = state.withLock { $0 }
+        if unchanged >= Self.settleAfter { return plan }
+        guard let (version, masks) = DefaultHooks.changes(since: plan.version) else {
+            state.withLock { $0.unchanged += 1 }
+            return plan
+        }
         let fresh = HookPlan(behaviors: behaviors, version: version, masks: masks)
-        self.plan.withLock { $0 = fresh }
+        state.withLock { $0 = (fresh, 0) }
         return fresh
     }
 }

@@ -59,6 +59,7 @@ public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible
 /// It is safe to read and write from any task.
 public final class RequestContext: Sendable {
     private struct State {
+        var requestID: RequestID?
         var attempt = 1
         var storage: [ObjectIdentifier: any Sendable] = [:]
         var cancelRequested = false
@@ -68,8 +69,17 @@ public final class RequestContext: Sendable {
 
     private let state = Locked(State())
 
-    /// Identifies this logical request (the same for all attempts).
-    public let requestID: RequestID
+    /// Identifies this logical request (the same for all attempts). Assigned when first read,
+    /// so requests that never read it take no process-wide lock.
+    public var requestID: RequestID {
+        if let id = state.withLock({ $0.requestID }) { return id }
+        let fresh = RequestID.next()
+        return state.withLock { state in
+            if let id = state.requestID { return id }
+            state.requestID = fresh
+            return fresh
+        }
+    }
 
     /// The request as the caller made it, before any behavior changed it.
     public let originalRequest: HTTPRequest
@@ -77,10 +87,10 @@ public final class RequestContext: Sendable {
     /// Creates a context for a new logical request.
     /// - Parameters:
     ///   - request: The request as the caller made it.
-    ///   - requestID: Its identifier; a new one by default.
-    public init(request: HTTPRequest, requestID: RequestID = .next()) {
+    ///   - requestID: Its identifier; by default a new one, assigned when first read.
+    public init(request: HTTPRequest, requestID: RequestID? = nil) {
         self.originalRequest = request
-        self.requestID = requestID
+        if let requestID { state.withLock { $0.requestID = requestID } }
     }
 
     /// Which attempt is being prepared, sent or judged: 1 for the first, 2 for the first retry…
