@@ -69,11 +69,19 @@ let base = URL(string: "http://127.0.0.1:\(port)")!
 let transport = URLSessionTransport(configuration: .ephemeral)
 let session = transport.session
 let client = NetworkClient(baseURL: base, transport: transport) { realisticBehaviors() }
-let rawRequest = URLRequest(url: base.appendingPathComponent("json/movies"))
+// The raw path is what a hand-written call site does: build a URLRequest with the same headers
+// the realistic chain adds, send it, decode with a shared decoder. So the ratio measures the
+// pipeline, not the header count or a reused request.
+let rawURL = base.appendingPathComponent("json/movies")
+let decoder = JSONDecoder()
 
 let raw: @Sendable () async throws -> Void = {
-    let (data, _) = try await session.data(for: rawRequest)
-    _ = try JSONDecoder().decode([[String: AnyCodableValue]].self, from: data)
+    var request = URLRequest(url: rawURL)
+    request.allHTTPHeaderFields = [
+        "User-Agent": "Bench/1.0", "Accept-Language": "en", "Authorization": "Bearer cached-token-0123456789",
+    ]
+    let (data, _) = try await session.data(for: request)
+    _ = try decoder.decode([[String: AnyCodableValue]].self, from: data)
 }
 let conveyor: @Sendable () async throws -> Void = {
     _ = try await client.send(Request<[[String: AnyCodableValue]]>(path: "/json/movies"))
