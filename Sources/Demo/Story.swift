@@ -24,7 +24,8 @@ struct Story {
     }
 
     let trace = Trace()
-    let clock = ImmediateClock()
+    /// Retry waits: recorded and skipped by default; with `--real-time`, really waited.
+    let clock: any Clock<Duration>
     let mock = MockTransport()
     let tokens = InMemoryTokenStore(token: "expired-token") { _ in "fresh-token" }
     let transitions = Locked<[Bool]>([])
@@ -32,7 +33,8 @@ struct Story {
     let auth: AuthTokenBehavior
     let logLines = Locked<[String]>([])
 
-    init() {
+    init(realTime: Bool) {
+        clock = realTime ? ContinuousClock() : ImmediateClock()
         let transitions = self.transitions
         counter = NetworkActivityCounter { active in transitions.withLock { $0.append(active) } }
         auth = AuthTokenBehavior(tokens: tokens, refresher: tokens)
@@ -86,12 +88,19 @@ struct Story {
         })
 
         steps.append(await step("A 503 with Retry-After: 2 is retried after 2 s", "GET /movies/upcoming", printer) {
-            let before = clock.sleeps.count
+            let before = ContinuousClock.now
             let movies: [Movie] = try await client.get("/movies/upcoming")
-            let waits = Array(clock.sleeps.dropFirst(before))
+            let elapsed = ContinuousClock.now - before
+            if let immediate = clock as? ImmediateClock {
+                let waits = immediate.sleeps
+                return (
+                    movies.count == 1 && waits == [.seconds(2)], "503 → wait 2 s → 200",
+                    ["waited \(waits.map(\.description)) on the injected clock (not slept; --real-time to wait)"]
+                )
+            }
             return (
-                movies.count == 1 && waits == [.seconds(2)], "503 → wait 2 s → 200",
-                ["waited \(waits.map(\.description)) on the injected clock (not slept)"]
+                movies.count == 1 && elapsed >= .seconds(2), "503 → wait 2 s → 200",
+                ["really waited \(elapsed) before the retry"]
             )
         })
 

@@ -11,21 +11,22 @@ let usage = """
 
     USAGE
       swift run conveyor-demo                 Run the story on an in-memory server (no network).
+      swift run conveyor-demo --real-time     The same, but really wait for retry delays (2 s).
       swift run conveyor-demo --url URL       Send one GET to URL through the same behaviors and print the trace.
       swift run conveyor-demo --help          Show this help.
 
     The story shows: a client with headers, auth, an activity counter, retry and logging; a 401
     that triggers one token refresh and a retry; a 503 with Retry-After retried after the right
-    wait (on an injected clock, so nothing sleeps); a login request that opts out of auth; a
+    wait (on an injected clock, so nothing sleeps unless --real-time is given); a login request that opts out of auth; a
     per-request behavior; and a cancelled request whose activity counter returns to 0.
     It exits with status 1 if any step does not behave as described.
     """
 
-func runStory() async -> Int32 {
+func runStory(realTime: Bool) async -> Int32 {
     print("Conveyor demo: six requests through one client, on an in-memory server.")
     print("Client behaviors, outermost first: Headers → AuthToken → ActivityCounter → Retry → Logging")
     print("Request-side hooks run first → last, response-side hooks last → first.")
-    let steps = await Story().run { print($0) }
+    let steps = await Story(realTime: realTime).run { print($0) }
 
     print("")
     print("Summary")
@@ -80,7 +81,9 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let status: Int32
 switch arguments.first {
 case nil:
-    status = await runStory()
+    status = await runStory(realTime: false)
+case "--real-time":
+    status = await runStory(realTime: true)
 case "--help", "-h":
     print(usage)
     status = 0

@@ -107,6 +107,22 @@ enum TestingGuide {
         #expect(violations.first?.description == "error status 500: state not restored after the request ended: before 0, after 1 (unbalanced hooks, or per-request state kept on the instance)")
     }
 
+    @Test func retriesWithExponentialBackoff() async throws {
+        let clock = ImmediateClock()
+        let mock = MockTransport()
+        mock.enqueue(.status(503), .status(503), .status(503), .json(["ok": true]))
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.test")!, transport: mock, configuration: .init(clock: clock)
+        ) {
+            RetryBehavior(RetryPolicy(maxAttempts: 4, baseDelay: .seconds(1), multiplier: 2, jitter: .none))
+        }
+
+        let result: [String: Bool] = try await client.get("/flaky")
+
+        #expect(result == ["ok": true])
+        #expect(clock.sleeps == [.seconds(1), .seconds(2), .seconds(4)])
+    }
+
     @Test func timesOutOnTheInjectedClock() async throws {
         let clock = ManualClock()
         let mock = MockTransport(clock: clock)
