@@ -22,8 +22,8 @@ public final class NetworkClient: NetworkClientProtocol {
         public var encoder: JSONEncoder
         /// Decodes `Decodable` outputs.
         public var decoder: JSONDecoder
-        /// Statuses that count as success; others fail with ``NetworkError/unauthorized(_:)``,
-        /// ``NetworkError/notFound(_:)`` or ``NetworkError/unacceptableStatus(_:)``. `200..<300` by default.
+        /// Statuses that count as success; others fail with ``ConveyorPipeline/NetworkError/unauthorized(_:)``,
+        /// ``ConveyorPipeline/NetworkError/notFound(_:)`` or ``ConveyorPipeline/NetworkError/unacceptableStatus(_:)``. `200..<300` by default.
         public var acceptableStatusCodes: Set<Int>
         /// The per-attempt timeout for requests that set none; `nil` (the default) leaves it to the
         /// transport (60 s for URLSession).
@@ -93,7 +93,7 @@ public final class NetworkClient: NetworkClientProtocol {
     /// Sends a request through the client's behaviors (minus its exclusions) and its own.
     /// - Parameter request: The typed request.
     /// - Returns: The decoded output.
-    /// - Throws: ``NetworkError``, and nothing else.
+    /// - Throws: ``ConveyorPipeline/NetworkError``, and nothing else.
     public func send<Output>(_ request: Request<Output>) async throws(NetworkError) -> Output {
         let httpRequest = try makeHTTPRequest(request)
         var chain = behaviors.removing(request.exclusions)
@@ -108,7 +108,7 @@ public final class NetworkClient: NetworkClientProtocol {
     /// Builds the pipeline's request: URL, query, body, content type, timeout.
     /// - Parameter request: The typed request.
     /// - Returns: The request before any behavior ran.
-    /// - Throws: ``NetworkError/invalidRequest(_:)`` for a bad URL or a body that cannot be encoded.
+    /// - Throws: ``ConveyorPipeline/NetworkError/invalidRequest(_:)`` for a bad URL or a body that cannot be encoded.
     public func makeHTTPRequest<Output>(_ request: Request<Output>) throws(NetworkError) -> HTTPRequest {
         if let baseURLProblem, !(request.path.hasPrefix("http://") || request.path.hasPrefix("https://")) {
             throw .invalidRequest(baseURLProblem)

@@ -7,7 +7,7 @@ public import ConveyorPipeline
     public import Foundation
 #endif
 
-/// `URLSession` is an ``HTTPTransport`` as it is: pass `URLSession.shared` or your own session.
+/// `URLSession` is an ``ConveyorPipeline/HTTPTransport`` as it is: pass `URLSession.shared` or your own session.
 ///
 /// It builds the `URLRequest` once per attempt, after every behavior has run. Settings only
 /// URLSession knows (cache policy, cellular access, cookies) come from its configuration.
@@ -22,8 +22,8 @@ extension URLSession: HTTPTransport {
     /// Sends one attempt with `data(for:)`.
     /// - Parameter request: The attempt, after every behavior ran.
     /// - Returns: The response, whatever its status.
-    /// - Throws: `URLError` (mapped by the client to ``NetworkError``), or
-    ///   ``NetworkError/transportFailed(_:)`` when the response is not HTTP.
+    /// - Throws: `URLError` (mapped by the client to ``ConveyorPipeline/NetworkError``), or
+    ///   ``ConveyorPipeline/NetworkError/transportFailed(_:)`` when the response is not HTTP.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         try await ConveyorClientSend.send(request, using: self)
     }

@@ -13,7 +13,7 @@ public import ConveyorPipeline
 ///   `Proxy-Authorization` and `Cookie`, so a token set by `AuthTokenBehavior` never leaves the
 ///   origin it was meant for. (Linux's URLSession would forward them.)
 /// - At most ``maximumRedirects`` redirects are followed; after that the last 3xx response is
-///   returned as it is, and the client reports it as ``NetworkError/unacceptableStatus(_:)``.
+///   returned as it is, and the client reports it as ``ConveyorPipeline/NetworkError/unacceptableStatus(_:)``.
 ///
 /// ```swift
 /// let transport = URLSessionTransport(configuration: .ephemeral, maximumRedirects: 5)
@@ -44,7 +44,7 @@ public final class URLSessionTransport: HTTPTransport {
     /// Sends one attempt.
     /// - Parameter request: The attempt, after every behavior ran.
     /// - Returns: The response, whatever its status.
-    /// - Throws: `URLError`, mapped by the client to ``NetworkError``.
+    /// - Throws: `URLError`, mapped by the client to ``ConveyorPipeline/NetworkError``.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         try await ConveyorClientSend.send(request, using: session)
     }

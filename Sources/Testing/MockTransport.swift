@@ -1,7 +1,7 @@
 public import ConveyorPipeline
 public import Foundation
 
-/// An ``HTTPTransport`` for tests: answers with replies you queue or stub, records every request,
+/// An ``ConveyorPipeline/HTTPTransport`` for tests: answers with replies you queue or stub, records every request,
 /// and never touches the network.
 ///
 /// ```swift
@@ -15,7 +15,7 @@ public import Foundation
 ///
 /// Queued replies are used first, in order (each once); then stubs, most recent first. A request
 /// that matches neither throws ``UnexpectedRequest`` listing what was expected — the client turns
-/// it into ``NetworkError/transportFailed(_:)``, so the test fails with that message.
+/// it into ``ConveyorPipeline/NetworkError/transportFailed(_:)``, so the test fails with that message.
 public final class MockTransport: HTTPTransport, Sendable {
     /// What the mock answers.
     public indirect enum Reply: Sendable {
@@ -211,7 +211,7 @@ extension HTTPRequest {
     /// The body decoded as JSON, for asserting what a request sent.
     /// - Parameter type: The type to decode.
     /// - Returns: The decoded value.
-    /// - Throws: `DecodingError`, or ``MissingBody`` when there is no body.
+    /// - Throws: `DecodingError`, or ``ConveyorTesting/MissingBody`` when there is no body.
     public func decodedBody<T: Decodable>(as type: T.Type = T.self) throws -> T {
         guard let body else { throw MissingBody() }
         return try JSONDecoder().decode(T.self, from: body)

@@ -19,7 +19,7 @@ public import ConveyorPipeline
 /// - On a 401, if the provider already holds a different token (another request refreshed
 ///   meanwhile), the request is retried at once with it. Otherwise it joins the one running
 ///   refresh or starts it: 100 concurrent 401s cause exactly one refresh.
-/// - A request refreshes at most once: a second 401 fails with ``NetworkError/unauthorized(_:)``.
+/// - A request refreshes at most once: a second 401 fails with ``ConveyorPipeline/NetworkError/unauthorized(_:)``.
 /// - If the refresh fails, every request that waited for it fails with
 ///   `NetworkError.behaviorFailed(behavior: "AuthTokenBehavior", hook: .additionalHeaders,
 ///   underlying: AuthError.refreshFailed(…))`.

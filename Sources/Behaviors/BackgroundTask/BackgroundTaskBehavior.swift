@@ -15,7 +15,7 @@ public import ConveyorPipeline
 /// so concurrent requests each end their own.
 ///
 /// If the system's time runs out first, the request is cancelled: no further attempt or retry
-/// starts, and it fails with `.cancelled` and the task is ended. (``UIApplicationBackgroundTaskRunner``
+/// starts, and it fails with `.cancelled` and the task is ended. (`UIApplicationBackgroundTaskRunner`
 /// ends the UIKit task inside the expiration handler, as UIKit requires.) An attempt already in
 /// flight finishes on its own unless `interruptsInFlightAttempt` is `true`. Interrupting it
 /// makes every attempt race the transport in a task group, which costs about 9 µs per request

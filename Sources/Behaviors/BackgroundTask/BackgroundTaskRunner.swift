@@ -9,7 +9,7 @@ public struct BackgroundTaskID: Hashable, Sendable {
 }
 
 /// Begins and ends background tasks for ``BackgroundTaskBehavior``: on iOS,
-/// ``UIApplicationBackgroundTaskRunner`` (UIKit's `beginBackgroundTask`); in tests, a fake.
+/// `UIApplicationBackgroundTaskRunner` (UIKit's `beginBackgroundTask`); in tests, a fake.
 public protocol BackgroundTaskRunner: Sendable {
     /// Asks for time to finish work in the background.
     /// - Parameters:
