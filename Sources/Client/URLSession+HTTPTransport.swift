@@ -36,7 +36,8 @@ enum ConveyorClientSend {
         urlRequest.httpMethod = request.method.rawValue
         if !request.headers.isEmpty {
             // One assignment instead of one bridged call per header (each costs allocations on
-            // Linux). Repeated names are joined with ", ", as RFC 9110 allows.
+            // Linux). Repeated names are joined with ", " (RFC 9110), repeated cookies with "; "
+            // (RFC 6265).
             var fields: [String: String] = [:]
             fields.reserveCapacity(request.headers.count)
             var names: [String: String] = [:]  // lowercased name -> first spelling
@@ -44,7 +45,8 @@ enum ConveyorClientSend {
                 let key = field.name.lowercased()
                 let name = names[key] ?? field.name
                 names[key] = name
-                fields[name] = fields[name].map { "\($0), \(field.value)" } ?? field.value
+                let separator = key == "cookie" ? "; " : ", "
+                fields[name] = fields[name].map { "\($0)\(separator)\(field.value)" } ?? field.value
             }
             urlRequest.allHTTPHeaderFields = fields
         }

@@ -88,6 +88,19 @@ struct TraceHeader: RequestBehavior {
         }
     }
 
+    @Test func repeatedHeadersAreJoinedAndCookiesWithSemicolons() async throws {
+        try await LocalServer.withServer { server in
+            var headers = HTTPHeaders()
+            headers.add(name: "Cookie", value: "a=1")
+            headers.add(name: "cookie", value: "b=2")
+            headers.add(name: "Accept", value: "application/json")
+            headers.add(name: "Accept", value: "text/plain")
+            let echo = try await client(server).send(Request<Echo>(path: "/echo", headers: headers))
+            #expect(echo.headers["cookie"] == "a=1; b=2")
+            #expect(echo.headers["accept"] == "application/json, text/plain")
+        }
+    }
+
     @Test(arguments: [(401, "unauthorized"), (404, "notFound"), (500, "unacceptableStatus")])
     func errorStatusesMapToNetworkError(status: Int, expected: String) async throws {
         try await LocalServer.withServer { server in
