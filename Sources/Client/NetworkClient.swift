@@ -110,10 +110,8 @@ public final class NetworkClient: NetworkClientProtocol {
     /// - Returns: The request before any behavior ran.
     /// - Throws: ``ConveyorPipeline/NetworkError/invalidRequest(_:)`` for a bad URL or a body that cannot be encoded.
     public func makeHTTPRequest<Output>(_ request: Request<Output>) throws(NetworkError) -> HTTPRequest {
-        if let baseURLProblem, !(request.path.hasPrefix("http://") || request.path.hasPrefix("https://")) {
-            throw .invalidRequest(baseURLProblem)
-        }
-        let url = try URLBuilder.url(base: baseURLString, path: request.path, query: request.query)
+        let url = try URLBuilder.url(
+            base: baseURLString, baseProblem: baseURLProblem, path: request.path, query: request.query)
         var headers = request.headers
         let body = try request.body.encoded(with: configuration.encoder)
         if let contentType = body?.1, !headers.contains("Content-Type") {

@@ -10,8 +10,13 @@ enum URLBuilder {
     ///   - base: The client's base URL as a string, without a trailing slash; already validated.
     ///   - path: The request's path, or an absolute `http(s)` URL.
     ///   - query: Parameters to append.
-    static func url(base: String, path: String, query: QueryParameters) throws(NetworkError) -> URL {
+    ///   - baseProblem: Why the base URL cannot make request URLs, if it can't; only relative
+    ///     paths fail with it.
+    static func url(base: String, baseProblem: String?, path: String, query: QueryParameters) throws(NetworkError)
+        -> URL
+    {
         let absolute = path.hasPrefix("http://") || path.hasPrefix("https://")
+        if !absolute, let baseProblem { throw .invalidRequest(baseProblem) }
         if !absolute && hasDotSegment(path) {
             throw .invalidRequest("the path contains a '.' or '..' segment, which could leave the base URL")
         }

@@ -74,9 +74,13 @@ public struct CombinedRequestBehavior: RequestBehavior {
     /// This chain without the members that any of the exclusions match.
     /// - Parameter exclusions: Which members to leave out.
     /// - Returns: The shorter chain.
+    /// Like ``appending(_:)``, it derives a one-request plan from this chain's current one instead
+    /// of building a new plan.
     public func removing(_ exclusions: [BehaviorExclusion]) -> CombinedRequestBehavior {
         if exclusions.isEmpty { return self }
-        return CombinedRequestBehavior(behaviors.filter { behavior in !exclusions.contains { $0.matches(behavior) } })
+        let keep: (any RequestBehavior) -> Bool = { behavior in !exclusions.contains { $0.matches(behavior) } }
+        return CombinedRequestBehavior(
+            behaviors: behaviors.filter(keep), plan: HookPlan(filtering: plan(), keep: keep))
     }
 
     /// The members to call for each hook, for one request.

@@ -82,6 +82,18 @@ package final class HookPlan: Sendable {
         afterFailure = backward(base.afterFailure, .afterFailure)
     }
 
+    /// A client's plan without the members `keep` rejects (a request's opt-outs); order is kept.
+    init(filtering base: HookPlan, keep: (any RequestBehavior) -> Bool) {
+        version = base.version
+        additionalHeaders = base.additionalHeaders.filter(keep)
+        modify = base.modify.filter(keep)
+        beforeSend = base.beforeSend.filter(keep)
+        validate = base.validate.filter(keep)
+        retryDecision = base.retryDecision.filter(keep)
+        afterSuccess = base.afterSuccess.filter(keep)
+        afterFailure = base.afterFailure.filter(keep)
+    }
+
     init(behaviors: [any RequestBehavior], version: Int, masks: [ObjectIdentifier: UInt8]) {
         func members(_ hook: RequestHook) -> [any RequestBehavior] {
             behaviors.filter { masks[ObjectIdentifier(type(of: $0)), default: 0] & hook.bit == 0 }

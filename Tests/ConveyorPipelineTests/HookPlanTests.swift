@@ -72,4 +72,26 @@ import Testing
         try? await client.send(Request<Void>(path: "/x"))
         #expect(client.behaviors.plan().afterFailure.map(\.name) == ["B", "A"])
     }
+
+    @Test func anOptOutDerivesItsPlanFromTheClientsAndKeepsOrder() async throws {
+        let recorder = HookRecorder()
+        let mock = MockTransport()
+        mock.stub(nil, "/api/x", reply: .status(200))
+        let client = makeClient(mock) {
+            RecordingBehavior("A", recorder: recorder)
+            RecordingBehavior("B", recorder: recorder)
+            RecordingBehavior("C", recorder: recorder)
+        }
+        let chain = client.behaviors.removing([.named("B")])
+        #expect(chain.behaviors.map(\.name) == ["A", "C"])
+        let plan = chain.plan()
+        #expect(plan.modify.map(\.name) == ["A", "C"])
+        #expect(plan.validate.map(\.name) == ["C", "A"])
+        #expect(plan.afterFailure.map(\.name) == ["C", "A"])
+        try await client.send(Request<Void>(path: "/x").excluding(.named("B")))
+        #expect(recorder.trace == [
+            "A.additionalHeaders", "C.additionalHeaders", "A.modify", "C.modify", "A.beforeSend", "C.beforeSend",
+            "C.validate", "A.validate", "C.afterSuccess", "A.afterSuccess",
+        ])
+    }
 }

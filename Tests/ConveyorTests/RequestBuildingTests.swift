@@ -65,4 +65,11 @@ import Testing
         #expect(try withDefault.makeHTTPRequest(Request<Data>(path: "/a", timeout: .milliseconds(250))).timeout == .milliseconds(250))
         #expect(try client.makeHTTPRequest(Request<Data>(path: "/a")).timeout == nil)
     }
+
+    @Test func aBaseURLWithoutHostFailsRelativeRequestsButNotAbsoluteOnes() throws {
+        let broken = NetworkClient(baseURL: URL(string: "relative/only")!, transport: MockTransport())
+        #expect(throws: NetworkError.self) { try broken.makeHTTPRequest(Request<Data>(path: "/movies")) }
+        let url = try broken.makeHTTPRequest(Request<Data>(path: "http://127.0.0.1:9/next")).url
+        #expect(url.absoluteString == "http://127.0.0.1:9/next")
+    }
 }
