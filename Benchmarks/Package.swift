@@ -35,5 +35,10 @@ let package = Package(
             name: "loopback-bench",
             dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/LoopbackBench"),
+        // One scenario N times, for valgrind's callgrind: instructions per request (instructions.sh).
+        .executableTarget(
+            name: "instruction-count",
+            dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
+            path: "Sources/InstructionCount"),
     ]
 )

@@ -13,8 +13,8 @@ public import Foundation
 /// ```
 ///
 /// The behavior chain is flattened once, here; a request that adds or leaves out behaviors gets
-/// its own chain, built for that request only. A client holds no mutable state and can be shared
-/// freely between tasks.
+/// the client's hook plan filtered and extended for that request only. A client can be shared freely between tasks: its
+/// only mutable state is a small cache of the URLs it built for relative paths, behind a lock.
 public final class NetworkClient: NetworkClientProtocol {
     /// Settings of a client besides its base URL, transport and behaviors.
     public struct Configuration: Sendable {
@@ -65,6 +65,8 @@ public final class NetworkClient: NetworkClientProtocol {
     private let baseURLString: String
     /// Set when the base URL cannot make request URLs; every relative request then fails with it.
     private let baseURLProblem: String?
+    /// URLs built for relative paths, so repeated paths skip URL parsing.
+    let urlCache = PathURLCache()
 
     /// Creates a client.
     /// - Parameters:
@@ -96,11 +98,12 @@ public final class NetworkClient: NetworkClientProtocol {
     /// - Throws: ``ConveyorPipeline/NetworkError``, and nothing else.
     public func send<Output>(_ request: Request<Output>) async throws(NetworkError) -> Output {
         let httpRequest = try makeHTTPRequest(request)
-        var chain = behaviors.removing(request.exclusions)
-        chain = chain.appending(request.behaviors)
+        let plan =
+            request.exclusions.isEmpty && request.behaviors.isEmpty
+            ? behaviors.plan() : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
         let context = RequestContext(request: httpRequest)
         let decoder = configuration.decoder
-        return try await runner.run(httpRequest, chain: chain, context: context) { response in
+        return try await runner.run(httpRequest, plan: plan, context: context) { response in
             try request.decode(response, decoder)
         }
     }
@@ -111,7 +114,8 @@ public final class NetworkClient: NetworkClientProtocol {
     /// - Throws: ``ConveyorPipeline/NetworkError/invalidRequest(_:)`` for a bad URL or a body that cannot be encoded.
     public func makeHTTPRequest<Output>(_ request: Request<Output>) throws(NetworkError) -> HTTPRequest {
         let url = try URLBuilder.url(
-            base: baseURLString, baseProblem: baseURLProblem, path: request.path, query: request.query)
+            base: baseURLString, baseProblem: baseURLProblem, path: request.path, query: request.query,
+            cache: urlCache)
         var headers = request.headers
         let body = try request.body.encoded(with: configuration.encoder)
         if let contentType = body?.1, !headers.contains("Content-Type") {

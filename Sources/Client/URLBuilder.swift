@@ -3,41 +3,59 @@ import Foundation
 
 /// Joins a base URL, a path and query parameters into a URL, percent-encoding as needed.
 ///
-/// It runs on every request, so the common case (a plain relative path) is one scan of the path's
-/// bytes, one string concatenation and one `URL` parse.
+/// It runs on every request. A relative path the client has built before comes from its
+/// ``PathURLCache`` (one lookup); otherwise the common case (a plain relative path) is one scan
+/// of the path's bytes for dot segments, one for characters to encode, one concatenation and
+/// one `URL` parse.
 enum URLBuilder {
     /// - Parameters:
     ///   - base: The client's base URL as a string, without a trailing slash; already validated.
-    ///   - path: The request's path, or an absolute `http(s)` URL.
-    ///   - query: Parameters to append.
     ///   - baseProblem: Why the base URL cannot make request URLs, if it can't; only relative
     ///     paths fail with it.
-    static func url(base: String, baseProblem: String?, path: String, query: QueryParameters) throws(NetworkError)
-        -> URL
-    {
-        let absolute = path.hasPrefix("http://") || path.hasPrefix("https://")
-        if !absolute, let baseProblem { throw .invalidRequest(baseProblem) }
-        if !absolute && hasDotSegment(path) {
+    ///   - path: The request's path, or an absolute `http(s)` URL.
+    ///   - query: Parameters to append.
+    ///   - cache: The client's URLs for relative paths; `nil` builds every time.
+    static func url(
+        base: String, baseProblem: String?, path: String, query: QueryParameters, cache: PathURLCache? = nil
+    ) throws(NetworkError) -> URL {
+        if isAbsolute(path) {
+            let url = try parse(encodePath(path), query: query.isEmpty ? "" : query.encoded, path: path)
+            // The base URL was checked when the client was made; an absolute path needs its own check.
+            guard url.host != nil else { throw .invalidRequest("'\(path)' has no host") }
+            return url
+        }
+        if let baseProblem { throw .invalidRequest(baseProblem) }
+        let key = PathURLCache.Key(path: path, query: query.isEmpty ? "" : query.encoded)
+        if let cached = cache?.url(for: key) { return cached }
+        if hasDotSegment(path) {
             throw .invalidRequest("the path contains a '.' or '..' segment, which could leave the base URL")
         }
-        var string: String
-        if absolute {
-            string = encodePath(path)
-        } else {
-            string = base
-            if !path.isEmpty && !path.hasPrefix("/") { string.append("/") }
-            string.append(encodePath(path))
-        }
+        var string = base
+        if !path.isEmpty && path.utf8.first != UInt8(ascii: "/") { string.append("/") }
+        string.append(encodePath(path))
+        let url = try parse(string, query: key.query, path: path)
+        cache?.store(url, for: key)
+        return url
+    }
+
+    /// Whether the path is a whole `http://` or `https://` URL (a pagination link).
+    static func isAbsolute(_ path: String) -> Bool {
+        var bytes = path.utf8.makeIterator()
+        for byte in "http".utf8 where bytes.next() != byte { return false }
+        var next = bytes.next()
+        if next == UInt8(ascii: "s") { next = bytes.next() }
+        return next == UInt8(ascii: ":") && bytes.next() == UInt8(ascii: "/") && bytes.next() == UInt8(ascii: "/")
+    }
+
+    /// Appends the encoded query (after `&` if the string already has a query) and parses.
+    private static func parse(_ string: String, query: String, path: String) throws(NetworkError) -> URL {
+        var string = string
         if !query.isEmpty {
             string.append(string.utf8.contains(UInt8(ascii: "?")) ? "&" : "?")
-            string.append(query.encoded)
+            string.append(query)
         }
         guard let url = URL(string: string) else {
             throw .invalidRequest("'\(path)' does not make a valid URL with the base URL")
-        }
-        // The base URL was checked when the client was made; an absolute path needs its own check.
-        if absolute, url.host == nil {
-            throw .invalidRequest("'\(path)' has no host")
         }
         return url
     }

@@ -33,7 +33,9 @@ public struct CombinedRequestBehavior: RequestBehavior {
     }
 
     private static func flatten(_ behaviors: [any RequestBehavior]) -> [any RequestBehavior] {
-        guard behaviors.contains(where: { $0 is CombinedRequestBehavior }) else { return behaviors }
+        // A metatype comparison, not `is`: a dynamic cast per member costs far more, and
+        // `CombinedRequestBehavior` is a struct, so no subclass can hide behind it.
+        guard behaviors.contains(where: { type(of: $0) == CombinedRequestBehavior.self }) else { return behaviors }
         var flat: [any RequestBehavior] = []
         flat.reserveCapacity(behaviors.count)
         for behavior in behaviors {
@@ -60,22 +62,20 @@ public struct CombinedRequestBehavior: RequestBehavior {
 
     /// A chain of this chain's members followed by `other`'s, flattened.
     ///
-    /// Meant for one request's chain: it extends this chain's current plan instead of building
-    /// a new one, so a request's own behaviors cost little more than the client's.
+    /// It extends this chain's current plan instead of building a new one.
     /// - Parameter other: Members to append (run after, i.e. inside, these).
     /// - Returns: The longer chain.
     public func appending(_ other: [any RequestBehavior]) -> CombinedRequestBehavior {
         if other.isEmpty { return self }
         let extra = Self.flatten(other)
-        let plan = HookPlan(extending: plan(), with: extra, masks: DefaultHooks.masks())
-        return CombinedRequestBehavior(behaviors: behaviors + extra, plan: plan)
+        return CombinedRequestBehavior(behaviors: behaviors + extra, plan: HookPlan(extending: plan(), with: extra))
     }
 
     /// This chain without the members that any of the exclusions match.
+    ///
+    /// Like ``appending(_:)``, it derives its plan from this chain's current one.
     /// - Parameter exclusions: Which members to leave out.
     /// - Returns: The shorter chain.
-    /// Like ``appending(_:)``, it derives a one-request plan from this chain's current one instead
-    /// of building a new plan.
     public func removing(_ exclusions: [BehaviorExclusion]) -> CombinedRequestBehavior {
         if exclusions.isEmpty { return self }
         let keep: (any RequestBehavior) -> Bool = { behavior in !exclusions.contains { $0.matches(behavior) } }
@@ -86,104 +86,55 @@ public struct CombinedRequestBehavior: RequestBehavior {
     /// The members to call for each hook, for one request.
     package func plan() -> HookPlan { planSource.current() }
 
-    /// Merges members' headers first to last; a later member wins on the same name.
-    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
-        try await additionalHeaders(plan(), for: request, context: context)
+    /// The plan for one request that leaves out some of these members and adds its own after
+    /// them: this chain's current plan, filtered and extended, with no chain built around it.
+    /// - Parameters:
+    ///   - exclusions: Which members to leave out.
+    ///   - extra: The request's own behaviors.
+    package func plan(excluding exclusions: [BehaviorExclusion], adding extra: [any RequestBehavior]) -> HookPlan {
+        var plan = plan()
+        if !exclusions.isEmpty {
+            plan = HookPlan(filtering: plan) { behavior in !exclusions.contains { $0.matches(behavior) } }
+        }
+        if !extra.isEmpty { plan = HookPlan(extending: plan, with: Self.flatten(extra)) }
+        return plan
     }
 
-    package func additionalHeaders(_ plan: HookPlan, for request: HTTPRequest, context: RequestContext)
-        async throws(NetworkError) -> HTTPHeaders
-    {
-        var merged = HTTPHeaders()
-        for behavior in plan.additionalHeaders {
-            let headers: HTTPHeaders
-            do {
-                headers = try await behavior.additionalHeaders(for: request, context: context)
-            } catch {
-                throw NetworkError(hookError: error, behavior: behavior, hook: .additionalHeaders)
-            }
-            if headers.isEmpty { continue }
-            if merged.isEmpty { merged = headers } else { merged.merge(headers) }
-        }
-        return merged
+    /// Merges members' headers first to last; a later member wins on the same name.
+    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        try await plan().runAdditionalHeaders(for: request, context: context)
     }
 
     /// Runs members' `modify` first to last.
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
-        try await modify(plan(), &request, context: context)
-    }
-
-    package func modify(_ plan: HookPlan, _ request: inout HTTPRequest, context: RequestContext)
-        async throws(NetworkError)
-    {
-        for behavior in plan.modify {
-            do {
-                try await behavior.modify(&request, context: context)
-            } catch {
-                throw NetworkError(hookError: error, behavior: behavior, hook: .modify)
-            }
-        }
+        try await plan().runModify(&request, context: context)
     }
 
     /// Runs members' `beforeSend` first to last.
     public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
-        await beforeSend(plan(), request, context: context)
-    }
-
-    package func beforeSend(_ plan: HookPlan, _ request: HTTPRequest, context: RequestContext) async {
-        for behavior in plan.beforeSend { await behavior.beforeSend(request, context: context) }
+        await plan().runBeforeSend(request, context: context)
     }
 
     /// Runs members' `validate` last to first; the first to throw fails the attempt.
     public func validate(_ response: HTTPResponse, context: RequestContext) async throws {
-        try await validate(plan(), response, context: context)
-    }
-
-    package func validate(_ plan: HookPlan, _ response: HTTPResponse, context: RequestContext)
-        async throws(NetworkError)
-    {
-        for behavior in plan.validate {
-            do {
-                try await behavior.validate(response, context: context)
-            } catch {
-                throw NetworkError(hookError: error, behavior: behavior, hook: .validate)
-            }
-        }
+        try await plan().runValidate(response, context: context)
     }
 
     /// Asks members first to last; the first `.retry` wins and later members are not asked.
     public func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
         -> RetryDecision
     {
-        await retryDecision(plan(), after: failure, response: response, context: context)
-    }
-
-    package func retryDecision(
-        _ plan: HookPlan, after failure: NetworkError, response: HTTPResponse?, context: RequestContext
-    ) async -> RetryDecision {
-        for behavior in plan.retryDecision {
-            let decision = await behavior.retryDecision(after: failure, response: response, context: context)
-            if case .retry = decision { return decision }
-        }
-        return .doNotRetry
+        await plan().runRetryDecision(after: failure, response: response, context: context)
     }
 
     /// Runs members' `afterSuccess` last to first.
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
-        await afterSuccess(plan(), response, context: context)
-    }
-
-    package func afterSuccess(_ plan: HookPlan, _ response: HTTPResponse, context: RequestContext) async {
-        for behavior in plan.afterSuccess { await behavior.afterSuccess(response, context: context) }
+        await plan().runAfterSuccess(response, context: context)
     }
 
     /// Runs members' `afterFailure` last to first.
     public func afterFailure(_ error: NetworkError, context: RequestContext) async {
-        await afterFailure(plan(), error, context: context)
-    }
-
-    package func afterFailure(_ plan: HookPlan, _ error: NetworkError, context: RequestContext) async {
-        for behavior in plan.afterFailure { await behavior.afterFailure(error, context: context) }
+        await plan().runAfterFailure(error, context: context)
     }
 }
 

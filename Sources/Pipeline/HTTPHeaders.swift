@@ -191,21 +191,46 @@ extension HTTPHeaders {
     package func firstInvalidField() -> (name: String, failure: ValidationFailure)? {
         for field in fields {
             if field.name.utf8.isEmpty { return (field.name, .emptyName) }
-            for byte in field.name.utf8 where !Self.isTokenByte(byte) { return (field.name, .invalidName) }
-            for byte in field.value.utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
-                return (field.name, .invalidValue)
-            }
+            if !Self.isToken(field.name) { return (field.name, .invalidName) }
+            if !Self.isValidValue(field.value) { return (field.name, .invalidValue) }
         }
         return nil
     }
 
+    // These run for every header of every attempt: they read a native string's bytes in place
+    // (iterating its `UTF8View` costs several times more) and fall back to the view otherwise.
+
+    private static func isToken(_ string: String) -> Bool {
+        string.utf8.withContiguousStorageIfAvailable { bytes in
+            for byte in bytes where !isTokenByte(byte) { return false }
+            return true
+        } ?? string.utf8.allSatisfy(isTokenByte)
+    }
+
+    private static func isValidValue(_ string: String) -> Bool {
+        string.utf8.withContiguousStorageIfAvailable { bytes in
+            for byte in bytes where !isValueByte(byte) { return false }
+            return true
+        } ?? string.utf8.allSatisfy(isValueByte)
+    }
+
+    /// Not CR, LF, NUL, DEL or another control character; tab is allowed.
+    @inline(__always)
+    private static func isValueByte(_ byte: UInt8) -> Bool {
+        (byte >= 0x20 || byte == 0x09) && byte != 0x7F
+    }
+
+    /// RFC 9110 `tchar`: letters, digits and ``!#$%&'*+-.^_`|~``.
+    @inline(__always)
     private static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."),
+            UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+            UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "^"), UInt8(ascii: "`"),
+            UInt8(ascii: "|"), UInt8(ascii: "~"):
+            true
+        default: false
         }
     }
 }

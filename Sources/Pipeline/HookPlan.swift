@@ -20,8 +20,10 @@ package enum DefaultHooks {
         }
     }
 
-    /// The current masks.
-    static func masks() -> [ObjectIdentifier: UInt8] { state.withLock { $0.masks } }
+    /// The current mask of each behavior's type, in order.
+    static func masks(of behaviors: [any RequestBehavior]) -> [UInt8] {
+        state.withLock { state in behaviors.map { state.masks[ObjectIdentifier(type(of: $0)), default: 0] } }
+    }
 
     /// The current version and the masks, if they changed since `version`.
     static func changes(since version: Int) -> (version: Int, masks: [ObjectIdentifier: UInt8])? {
@@ -60,17 +62,21 @@ package final class HookPlan: Sendable {
 
     /// A client's plan extended by a request's own behaviors (which run inside the client's).
     /// Lists the extra behaviors don't take part in are shared with `base`, not copied.
-    init(extending base: HookPlan, with extra: [any RequestBehavior], masks: [ObjectIdentifier: UInt8]) {
-        func members(_ hook: RequestHook) -> [any RequestBehavior] {
-            extra.filter { masks[ObjectIdentifier(type(of: $0)), default: 0] & hook.bit == 0 }
-        }
+    init(extending base: HookPlan, with extra: [any RequestBehavior]) {
+        // One registry read, and one mask per extra behavior (not one lookup per hook).
+        let masks = DefaultHooks.masks(of: extra)
         func forward(_ list: [any RequestBehavior], _ hook: RequestHook) -> [any RequestBehavior] {
-            let added = members(hook)
-            return added.isEmpty ? list : list + added
+            var result = list  // shared with `base` unless an extra behavior takes part
+            for index in extra.indices where masks[index] & hook.bit == 0 { result.append(extra[index]) }
+            return result
         }
         func backward(_ list: [any RequestBehavior], _ hook: RequestHook) -> [any RequestBehavior] {
-            let added = members(hook)
-            return added.isEmpty ? list : added.reversed() + list
+            guard masks.contains(where: { $0 & hook.bit == 0 }) else { return list }
+            var result: [any RequestBehavior] = []
+            result.reserveCapacity(list.count + extra.count)
+            for index in extra.indices.reversed() where masks[index] & hook.bit == 0 { result.append(extra[index]) }
+            result.append(contentsOf: list)
+            return result
         }
         version = base.version
         additionalHeaders = forward(base.additionalHeaders, .additionalHeaders)

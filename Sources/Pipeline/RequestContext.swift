@@ -127,6 +127,11 @@ public final class RequestContext: Sendable {
 
     package var isInterruptible: Bool { state.withLock { $0.interruptible } }
 
+    /// ``isCancelled`` and ``isInterruptible`` in one read of the lock.
+    package var cancellationState: (cancelled: Bool, interruptible: Bool) {
+        state.withLock { ($0.cancelRequested, $0.interruptible) }
+    }
+
     /// Returns when ``cancel()`` is called or the current task is cancelled.
     package func waitUntilCancelled() async {
         await withTaskCancellationHandler {

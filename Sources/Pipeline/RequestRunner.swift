@@ -2,7 +2,7 @@
 /// the design contract (order, header merge, attempts vs requests, balance, retries on a clock).
 ///
 /// It is built once per client and holds no per-request state; everything a request needs
-/// lives in its ``RequestContext`` and on the stack of ``run(_:chain:context:decode:)``.
+/// lives in its ``RequestContext`` and on the stack of ``run(_:plan:context:decode:)``.
 package struct RequestRunner: Sendable {
     package var transport: any HTTPTransport
     package var clock: any Clock<Duration>
@@ -20,7 +20,7 @@ package struct RequestRunner: Sendable {
         self.acceptableStatusCodes = acceptableStatusCodes
     }
 
-    /// Runs `request` through `chain` until it succeeds, fails for good or is cancelled.
+    /// Runs `request` through the hooks of `plan` until it succeeds, fails for good or is cancelled.
     ///
     /// - `additionalHeaders`, `modify`, `validate`, `retryDecision` run for every attempt;
     /// - `beforeSend` runs once, after the first attempt is prepared; from then on exactly one of
@@ -28,28 +28,34 @@ package struct RequestRunner: Sendable {
     ///   cannot be prepared, nothing was sent and no once-per-request hook runs.
     /// - `decode` turns the final response into the output; its failure fails the attempt.
     package func run<Output>(
-        _ request: HTTPRequest, chain: CombinedRequestBehavior, context: RequestContext,
+        _ request: HTTPRequest, plan: HookPlan, context: RequestContext,
         decode: (HTTPResponse) throws -> Output
     ) async throws(NetworkError) -> Output {
         var attempt = 1
         var began = false
-        let plan = chain.plan()
         while true {
-            context.setAttempt(attempt)
             let failure: NetworkError
             var response: HTTPResponse?
             do throws(NetworkError) {
                 if Task.isCancelled || context.isCancelled { throw .cancelled }
-                let prepared = try await prepare(request, chain: chain, plan: plan, context: context)
+                let prepared = try await prepare(request, plan: plan, context: context)
                 if !began {
                     began = true
-                    if !plan.beforeSend.isEmpty { await chain.beforeSend(plan, prepared, context: context) }
+                    if !plan.beforeSend.isEmpty { await plan.runBeforeSend(prepared, context: context) }
                 }
-                if Task.isCancelled || context.isCancelled { throw .cancelled }
-                let received = try await send(prepared, context: context)
-                response = received
-                let output = try await judge(received, chain: chain, plan: plan, context: context, decode: decode)
-                if !plan.afterSuccess.isEmpty { await chain.afterSuccess(plan, received, context: context) }
+                // One read of the context for both: a hook may have cancelled the request or made
+                // it interruptible.
+                let (cancelled, interruptible) = context.cancellationState
+                if cancelled || Task.isCancelled { throw .cancelled }
+                let received = try await send(prepared, context: context, interruptible: interruptible)
+                let output: Output
+                do throws(NetworkError) {
+                    output = try await judge(received, plan: plan, context: context, decode: decode)
+                } catch {
+                    response = received  // kept for `retryDecision`; copied only when judging fails
+                    throw error
+                }
+                if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(received, context: context) }
                 return output
             } catch {
                 failure = error
@@ -58,45 +64,47 @@ package struct RequestRunner: Sendable {
             // Failure path: stop, or ask the chain whether to try again.
             guard began else { throw failure }
             if failure.isCancellation || Task.isCancelled || context.isCancelled {
-                await chain.afterFailure(plan, .cancelled, context: context)
+                await plan.runAfterFailure(.cancelled, context: context)
                 throw .cancelled
             }
             guard attempt < attemptLimit,
-                case .retry(let delay) = await chain.retryDecision(
-                    plan, after: failure, response: response ?? failure.response, context: context)
+                case .retry(let delay) = await plan.runRetryDecision(
+                    after: failure, response: response ?? failure.response, context: context)
             else {
-                await chain.afterFailure(plan, failure, context: context)
+                await plan.runAfterFailure(failure, context: context)
                 throw failure
             }
             if delay > .zero {
                 do {
                     try await wait(delay, context: context)
                 } catch {
-                    await chain.afterFailure(plan, .cancelled, context: context)
+                    await plan.runAfterFailure(.cancelled, context: context)
                     throw .cancelled
                 }
             }
             if Task.isCancelled || context.isCancelled {
-                await chain.afterFailure(plan, .cancelled, context: context)
+                await plan.runAfterFailure(.cancelled, context: context)
                 throw .cancelled
             }
             attempt += 1
+            context.setAttempt(attempt)
         }
     }
 
     /// Builds one attempt: behavior headers (explicit request headers win), then `modify`,
     /// then header validation.
-    package func prepare(
-        _ request: HTTPRequest, chain: CombinedRequestBehavior, plan: HookPlan, context: RequestContext
+    @inline(__always)
+    func prepare(
+        _ request: HTTPRequest, plan: HookPlan, context: RequestContext
     ) async throws(NetworkError) -> HTTPRequest {
         var attempt = request
         if !plan.additionalHeaders.isEmpty {
-            let added = try await chain.additionalHeaders(plan, for: request, context: context)
+            let added = try await plan.runAdditionalHeaders(for: request, context: context)
             for field in added where !request.headers.contains(field.name) {
                 attempt.headers.add(name: field.name, value: field.value)
             }
         }
-        if !plan.modify.isEmpty { try await chain.modify(plan, &attempt, context: context) }
+        if !plan.modify.isEmpty { try await plan.runModify(&attempt, context: context) }
         if let (name, failure) = attempt.headers.firstInvalidField() {
             let printable = name.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "?" }.joined()
             switch failure {
@@ -129,8 +137,10 @@ package struct RequestRunner: Sendable {
     /// Sends one attempt. Races the transport against the request's timeout on the clock (if
     /// there is one) and against `context.cancel()` (if the context is interruptible); otherwise
     /// calls the transport directly, with no task group.
-    package func send(_ request: HTTPRequest, context: RequestContext) async throws(NetworkError) -> HTTPResponse {
-        let interruptible = context.isInterruptible
+    @inline(__always)
+    func send(_ request: HTTPRequest, context: RequestContext, interruptible: Bool) async throws(NetworkError)
+        -> HTTPResponse
+    {
         guard request.timeout != nil || interruptible else {
             do {
                 return try await transport.send(request)
@@ -176,8 +186,9 @@ package struct RequestRunner: Sendable {
     }
 
     /// Judges a response: acceptable status, then `validate` hooks, then decoding.
+    @inline(__always)
     private func judge<Output>(
-        _ response: HTTPResponse, chain: CombinedRequestBehavior, plan: HookPlan, context: RequestContext,
+        _ response: HTTPResponse, plan: HookPlan, context: RequestContext,
         decode: (HTTPResponse) throws -> Output
     ) async throws(NetworkError) -> Output {
         guard acceptableStatusCodes.contains(response.status) else {
@@ -187,7 +198,7 @@ package struct RequestRunner: Sendable {
             default: throw .unacceptableStatus(response)
             }
         }
-        if !plan.validate.isEmpty { try await chain.validate(plan, response, context: context) }
+        if !plan.validate.isEmpty { try await plan.runValidate(response, context: context) }
         do {
             return try decode(response)
         } catch let error as NetworkError {

@@ -94,4 +94,53 @@ import Testing
             "C.validate", "A.validate", "C.afterSuccess", "A.afterSuccess",
         ])
     }
+
+    /// Implements only `afterFailure`: a request's own behavior such as "show the error".
+    struct OnlyOnFailure: RequestBehavior {
+        let calls: Locked<Int>
+        func afterFailure(_ error: NetworkError, context: RequestContext) async { calls.withLock { $0 += 1 } }
+    }
+
+    @Test func aRequestsOwnBehaviorsExtendTheClientsPlanInContractOrder() async throws {
+        let recorder = HookRecorder()
+        let failures = Locked(0)
+        let mock = MockTransport()
+        mock.stub(nil, "/api/x", reply: .status(200))
+        let client = makeClient(mock) {
+            RecordingBehavior("A", recorder: recorder)
+            RecordingBehavior("B", recorder: recorder)
+        }
+        // Teach the registry which hooks OnlyOnFailure leaves at their defaults: one success
+        // (validate, afterSuccess) and one failure (retryDecision).
+        try await client.send(Request<Void>(path: "/x", behaviors: [OnlyOnFailure(calls: failures)]))
+        mock.enqueue(.status(500))
+        try? await client.send(Request<Void>(path: "/x", behaviors: [OnlyOnFailure(calls: failures)]))
+        #expect(failures.withLock { $0 } == 1)
+
+        let plan = client.behaviors.plan(
+            excluding: [.named("A")], adding: [RecordingBehavior("D", recorder: recorder), OnlyOnFailure(calls: failures)])
+        #expect(plan.modify.map(\.name) == ["B", "D"])
+        #expect(plan.beforeSend.map(\.name) == ["B", "D"])
+        #expect(plan.validate.map(\.name) == ["D", "B"])
+        #expect(plan.retryDecision.map(\.name) == ["B", "D"])
+        #expect(plan.afterSuccess.map(\.name) == ["D", "B"])
+        #expect(plan.afterFailure.map(\.name) == ["OnlyOnFailure", "D", "B"])
+        // The client's own plan is untouched.
+        #expect(client.behaviors.plan().modify.map(\.name) == ["A", "B"])
+
+        recorder.reset()
+        try await client.send(
+            Request<Void>(path: "/x", behaviors: [RecordingBehavior("D", recorder: recorder)]).excluding(.named("A")))
+        #expect(recorder.trace == [
+            "B.additionalHeaders", "D.additionalHeaders", "B.modify", "D.modify", "B.beforeSend", "D.beforeSend",
+            "D.validate", "B.validate", "D.afterSuccess", "B.afterSuccess",
+        ])
+    }
+
+    @Test func nestedChainsAreFlattenedAndOtherBehaviorsAreNot() {
+        let inner = CombinedRequestBehavior([NothingAtAll(), NothingEither()])
+        let outer = CombinedRequestBehavior([inner, NothingAtAll()])
+        #expect(outer.behaviors.map(\.name) == ["NothingAtAll", "NothingEither", "NothingAtAll"])
+        #expect(outer.appending([inner]).behaviors.count == 5)
+    }
 }

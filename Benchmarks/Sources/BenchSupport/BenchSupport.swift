@@ -55,3 +55,43 @@ public struct Movie: Codable, Sendable {
     public var title: String
     public var year: Int
 }
+
+/// The in-memory scenarios, shared by the instruction counter (and mirrored by the wall-clock
+/// benchmarks), so both measure the same work.
+public enum Scenario: String, CaseIterable, Sendable {
+    case floor, noop0, noop1, noop10, noop50, split, uniquePath = "unique-path", plainJSON = "plain-json", realistic
+
+    /// Sends `count` requests.
+    public func run(_ count: Int) async throws {
+        let base = URL(string: "http://127.0.0.1:8080/api")!
+        func client(_ n: Int) -> NetworkClient {
+            NetworkClient(baseURL: base, transport: CannedTransport()) { Array(repeating: NoOpBehavior(), count: n) }
+        }
+        switch self {
+        case .floor:
+            let transport: any HTTPTransport = CannedTransport()
+            let request = HTTPRequest(method: .get, url: base.appendingPathComponent("movies"))
+            for _ in 0..<count { _ = try await transport.send(request) }
+        case .noop0, .noop1, .noop10, .noop50:
+            let n = [.noop0: 0, .noop1: 1, .noop10: 10, .noop50: 50][self] ?? 0
+            let client = client(n)
+            let request = Request<Data>(path: "/movies")
+            for _ in 0..<count { _ = try await client.send(request) }
+        case .split:
+            let client = client(5)
+            let request = Request<Data>(path: "/movies", behaviors: Array(repeating: NoOpBehavior(), count: 5))
+            for _ in 0..<count { _ = try await client.send(request) }
+        case .uniquePath:
+            // A new path every request: the client's URL cache never hits (its worst case).
+            let client = client(10)
+            let paths = (0..<count).map { "/movies/\($0)" }
+            for path in paths { _ = try await client.send(Request<Data>(path: path)) }
+        case .plainJSON, .realistic:
+            let client = NetworkClient(baseURL: base, transport: CannedTransport()) {
+                self == .realistic ? realisticBehaviors() : []
+            }
+            let request = Request<Movie>(path: "/movies/7")
+            for _ in 0..<count { _ = try await client.send(request) }
+        }
+    }
+}

@@ -1,0 +1,70 @@
+/// Running each hook over a plan's members, in the order the plan holds them (the contract's
+/// order). The engine calls these directly; ``CombinedRequestBehavior``'s hooks call them with
+/// the chain's current plan.
+extension HookPlan {
+    /// Merges members' headers first to last; a later member wins on the same name.
+    package func runAdditionalHeaders(for request: HTTPRequest, context: RequestContext)
+        async throws(NetworkError) -> HTTPHeaders
+    {
+        var merged = HTTPHeaders()
+        for behavior in additionalHeaders {
+            let headers: HTTPHeaders
+            do {
+                headers = try await behavior.additionalHeaders(for: request, context: context)
+            } catch {
+                throw NetworkError(hookError: error, behavior: behavior, hook: .additionalHeaders)
+            }
+            if headers.isEmpty { continue }
+            if merged.isEmpty { merged = headers } else { merged.merge(headers) }
+        }
+        return merged
+    }
+
+    /// Runs members' `modify` first to last.
+    package func runModify(_ request: inout HTTPRequest, context: RequestContext) async throws(NetworkError) {
+        for behavior in modify {
+            do {
+                try await behavior.modify(&request, context: context)
+            } catch {
+                throw NetworkError(hookError: error, behavior: behavior, hook: .modify)
+            }
+        }
+    }
+
+    /// Runs members' `beforeSend` first to last.
+    package func runBeforeSend(_ request: HTTPRequest, context: RequestContext) async {
+        for behavior in beforeSend { await behavior.beforeSend(request, context: context) }
+    }
+
+    /// Runs members' `validate` last to first; the first to throw fails the attempt.
+    package func runValidate(_ response: HTTPResponse, context: RequestContext) async throws(NetworkError) {
+        for behavior in validate {
+            do {
+                try await behavior.validate(response, context: context)
+            } catch {
+                throw NetworkError(hookError: error, behavior: behavior, hook: .validate)
+            }
+        }
+    }
+
+    /// Asks members first to last; the first `.retry` wins and later members are not asked.
+    package func runRetryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
+        -> RetryDecision
+    {
+        for behavior in retryDecision {
+            let decision = await behavior.retryDecision(after: failure, response: response, context: context)
+            if case .retry = decision { return decision }
+        }
+        return .doNotRetry
+    }
+
+    /// Runs members' `afterSuccess` last to first.
+    package func runAfterSuccess(_ response: HTTPResponse, context: RequestContext) async {
+        for behavior in afterSuccess { await behavior.afterSuccess(response, context: context) }
+    }
+
+    /// Runs members' `afterFailure` last to first.
+    package func runAfterFailure(_ error: NetworkError, context: RequestContext) async {
+        for behavior in afterFailure { await behavior.afterFailure(error, context: context) }
+    }
+}
