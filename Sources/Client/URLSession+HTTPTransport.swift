@@ -33,24 +33,11 @@ enum ConveyorClientSend {
     /// Builds the `URLRequest` once, sends it on `session`, converts the response.
     static func send(_ request: HTTPRequest, using session: URLSession) async throws -> HTTPResponse {
         var urlRequest = URLRequest(url: request.url)
-        urlRequest.httpMethod = request.method.rawValue
-        if !request.headers.isEmpty {
-            // One assignment instead of one bridged call per header (each costs allocations on
-            // Linux). Repeated names are joined with ", " (RFC 9110), repeated cookies with "; "
-            // (RFC 6265).
-            var fields: [String: String] = [:]
-            fields.reserveCapacity(request.headers.count)
-            var names: [String: String] = [:]  // lowercased name -> first spelling
-            for field in request.headers {
-                let key = field.name.lowercased()
-                let name = names[key] ?? field.name
-                names[key] = name
-                let separator = key == "cookie" ? "; " : ", "
-                fields[name] = fields[name].map { "\($0)\(separator)\(field.value)" } ?? field.value
-            }
-            urlRequest.allHTTPHeaderFields = fields
-        }
-        urlRequest.httpBody = request.body
+        // GET is URLRequest's default; setting it anyway costs a case-insensitive normalization
+        // of the method on Linux (thousands of instructions).
+        if request.method != .get { urlRequest.httpMethod = request.method.rawValue }
+        if !request.headers.isEmpty { urlRequest.allHTTPHeaderFields = headerDictionary(request.headers) }
+        if let body = request.body { urlRequest.httpBody = body }
         if let timeout = request.timeout {
             let seconds =
                 Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
@@ -60,14 +47,42 @@ enum ConveyorClientSend {
         guard let http = response as? HTTPURLResponse else {
             throw NetworkError.transportFailed(NotHTTPResponseError())
         }
-        var headers = HTTPHeaders()
-        for (name, value) in http.allHeaderFields {
-            if let name = name as? String, let value = value as? String {
-                headers.add(name: name, value: value)
-            }
-        }
-        return HTTPResponse(status: http.statusCode, headers: headers, body: data, request: request)
+        // Headers are converted only if something reads them: most responses are decoded
+        // without that, and `allHeaderFields` costs thousands of instructions on Linux.
+        return HTTPResponse(
+            status: http.statusCode, deferredHeaders: { responseHeaders(http) }, body: data, request: request)
     }
+}
+
+/// A response's header fields as the pipeline carries them.
+func responseHeaders(_ response: HTTPURLResponse) -> HTTPHeaders {
+    var headers = HTTPHeaders()
+    for (name, value) in response.allHeaderFields {
+        if let name = name as? String, let value = value as? String {
+            headers.add(name: name, value: value)
+        }
+    }
+    return headers
+}
+
+/// The request's headers as one dictionary for `allHTTPHeaderFields` (one assignment instead of
+/// one bridged call per header, each of which costs allocations on Linux). A repeated name,
+/// in any case, is joined into its first spelling with ", " (RFC 9110), or "; " for cookies
+/// (RFC 6265).
+func headerDictionary(_ headers: HTTPHeaders) -> [String: String] {
+    var fields: [String: String] = [:]
+    fields.reserveCapacity(headers.count)
+    for field in headers {
+        // Requests rarely repeat a name, so look for an earlier spelling only among the few
+        // fields already added, without lowercasing every name.
+        guard let existing = fields.keys.first(where: { HTTPHeaders.namesEqual($0, field.name) }) else {
+            fields[field.name] = field.value
+            continue
+        }
+        let separator = HTTPHeaders.namesEqual(existing, "Cookie") ? "; " : ", "
+        fields[existing, default: ""] += separator + field.value
+    }
+    return fields
 }
 
 /// The transport received a response that is not HTTP.

@@ -157,7 +157,7 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
 
     /// ASCII case-insensitive comparison without allocating.
     @inlinable
-    static func namesEqual(_ a: String, _ b: String) -> Bool {
+    package static func namesEqual(_ a: String, _ b: String) -> Bool {
         var a = a.utf8.makeIterator()
         var b = b.utf8.makeIterator()
         while true {

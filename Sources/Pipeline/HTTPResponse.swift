@@ -9,11 +9,21 @@ public struct HTTPResponse: Sendable, Hashable, CustomStringConvertible {
     /// The HTTP status code, for example `200`.
     public var status: Int
     /// The response header fields.
-    public var headers: HTTPHeaders
+    public var headers: HTTPHeaders {
+        get {
+            switch headerStorage {
+            case .fields(let fields): fields
+            case .deferred(let deferred): deferred.fields
+            }
+        }
+        set { headerStorage = .fields(newValue) }
+    }
     /// The body bytes (empty when there is none).
     public var body: Data
     /// The request that was sent for this response (after every behavior ran).
     public var request: HTTPRequest
+
+    private var headerStorage: HeaderStorage
 
     /// Creates a response.
     /// - Parameters:
@@ -23,7 +33,23 @@ public struct HTTPResponse: Sendable, Hashable, CustomStringConvertible {
     ///   - request: The request that produced it.
     public init(status: Int, headers: HTTPHeaders = [:], body: Data = Data(), request: HTTPRequest) {
         self.status = status
-        self.headers = headers
+        self.headerStorage = .fields(headers)
+        self.body = body
+        self.request = request
+    }
+
+    /// Creates a response whose headers are converted from the transport's own representation
+    /// the first time anyone reads them (most requests never do).
+    /// - Parameters:
+    ///   - status: The status code.
+    ///   - headers: Converts the transport's headers; called at most once.
+    ///   - body: The body bytes.
+    ///   - request: The request that produced it.
+    package init(
+        status: Int, deferredHeaders headers: @escaping @Sendable () -> HTTPHeaders, body: Data, request: HTTPRequest
+    ) {
+        self.status = status
+        self.headerStorage = .deferred(DeferredHeaders(headers))
         self.body = body
         self.request = request
     }
@@ -33,6 +59,53 @@ public struct HTTPResponse: Sendable, Hashable, CustomStringConvertible {
 
     /// `status for METHOD url (N bytes)`; headers and body are left out, so no secret is printed.
     public var description: String { "\(status) for \(request) (\(body.count) bytes)" }
+
+    /// Two responses are equal when status, headers, body and request are.
+    public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
+        lhs.status == rhs.status && lhs.body == rhs.body && lhs.request == rhs.request && lhs.headers == rhs.headers
+    }
+
+    /// Hashes status, headers, body and request, consistent with `==`.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(status)
+        hasher.combine(headers)
+        hasher.combine(body)
+        hasher.combine(request)
+    }
+}
+
+/// Where a response's headers are: converted already, or still in the transport's form.
+private enum HeaderStorage: Sendable {
+    case fields(HTTPHeaders)
+    case deferred(DeferredHeaders)
+}
+
+/// Headers converted on first read, exactly once, and shared by every copy of the response.
+///
+/// Converting `HTTPURLResponse.allHeaderFields` costs thousands of instructions on Linux
+/// (BENCHMARKS.md), and most responses are decoded without anyone reading a header.
+private final class DeferredHeaders: Sendable {
+    private enum State {
+        case pending(@Sendable () -> HTTPHeaders)
+        case converted(HTTPHeaders)
+    }
+
+    private let state: Locked<State>
+
+    init(_ convert: @escaping @Sendable () -> HTTPHeaders) { state = Locked(.pending(convert)) }
+
+    var fields: HTTPHeaders {
+        state.withLock { state in
+            switch state {
+            case .converted(let fields):
+                return fields
+            case .pending(let convert):
+                let fields = convert()
+                state = .converted(fields)
+                return fields
+            }
+        }
+    }
 }
 
 extension HTTPResponse: CustomReflectable {
