@@ -18,56 +18,79 @@
 /// It is a struct over a `ManagedBuffer` that holds the value and an `os_unfair_lock`
 /// (Apple platforms) or `pthread_mutex_t` (Linux) inline. Copies share the same storage.
 /// (Foundation's `NSLock` costs four allocations on Linux; this runs on every request.)
+///
+/// `withLock` is inlinable, so `RequestContext`'s inlinable accessors specialize all the way
+/// down in the modules that call them; only locking and unlocking are calls.
+@usableFromInline
 package struct Locked<Value>: @unchecked Sendable {
     // @unchecked: the value is only reached through `withLock`, which holds the lock.
-    private let storage: LockStorage<Value>
+    @usableFromInline let storage: LockStorage<Value>
 
     package init(_ value: Value) {
         storage = LockStorage.make(value)
     }
 
     /// Runs `body` with exclusive access to the value.
+    @inlinable
     package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        try storage.withLock(body)
+        storage.lock()
+        defer { storage.unlock() }
+        return try storage.withUnsafeMutablePointerToHeader { try body(&$0.pointee) }
     }
 }
 
-final class LockStorage<Value>: ManagedBuffer<Value, LockPrimitive> {
+/// The platform lock, wrapped so inlinable code can name the buffer's element type.
+@usableFromInline
+struct LockWord {
+    var primitive: LockPrimitive
+}
+
+@usableFromInline
+final class LockStorage<Value>: ManagedBuffer<Value, LockWord> {
     static func make(_ value: Value) -> LockStorage {
         let buffer = create(minimumCapacity: 1) { _ in value }
         // `create` returns a `ManagedBuffer`; the dynamic type is `LockStorage` since it was
         // called on this subclass.
         let storage = unsafeDowncast(buffer, to: LockStorage.self)
-        storage.withUnsafeMutablePointerToElements { lock in
+        storage.withUnsafeMutablePointerToElements { word in
             #if canImport(Darwin)
-                lock.initialize(to: os_unfair_lock())
+                word.initialize(to: LockWord(primitive: os_unfair_lock()))
             #else
-                lock.initialize(to: pthread_mutex_t())
-                pthread_mutex_init(lock, nil)
+                word.initialize(to: LockWord(primitive: pthread_mutex_t()))
+                pthread_mutex_init(&word.pointee.primitive, nil)
             #endif
         }
         return storage
     }
 
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        try withUnsafeMutablePointers { value, lock in
+    @usableFromInline
+    func lock() {
+        withUnsafeMutablePointerToElements { word in
             #if canImport(Darwin)
-                os_unfair_lock_lock(lock)
-                defer { os_unfair_lock_unlock(lock) }
+                os_unfair_lock_lock(&word.pointee.primitive)
             #else
-                pthread_mutex_lock(lock)
-                defer { pthread_mutex_unlock(lock) }
+                _ = pthread_mutex_lock(&word.pointee.primitive)
             #endif
-            return try body(&value.pointee)
+        }
+    }
+
+    @usableFromInline
+    func unlock() {
+        withUnsafeMutablePointerToElements { word in
+            #if canImport(Darwin)
+                os_unfair_lock_unlock(&word.pointee.primitive)
+            #else
+                _ = pthread_mutex_unlock(&word.pointee.primitive)
+            #endif
         }
     }
 
     deinit {
-        withUnsafeMutablePointerToElements { lock in
+        withUnsafeMutablePointerToElements { word in
             #if !canImport(Darwin)
-                pthread_mutex_destroy(lock)
+                pthread_mutex_destroy(&word.pointee.primitive)
             #endif
-            lock.deinitialize(count: 1)
+            word.deinitialize(count: 1)
         }
     }
 }

@@ -58,16 +58,52 @@ public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible
 ///
 /// It is safe to read and write from any task.
 public final class RequestContext: Sendable {
-    private struct State {
+    /// One stored value and the key type it belongs to.
+    @usableFromInline
+    struct Entry {
+        @usableFromInline let key: ObjectIdentifier
+        @usableFromInline var value: any Sendable
+
+        @inlinable
+        init(key: ObjectIdentifier, value: any Sendable) {
+            self.key = key
+            self.value = value
+        }
+    }
+
+    @usableFromInline
+    struct State {
         var requestID: RequestID?
         var attempt = 1
-        var storage: [ObjectIdentifier: any Sendable] = [:]
+        /// Values by key type. A request stores a handful, so a linear scan beats hashing.
+        @usableFromInline var storage: [Entry] = []
         var cancelRequested = false
         var interruptible = false
         var cancelWaiters: [CheckedContinuation<Void, Never>] = []
+
+        @inlinable
+        func value<Key: RequestContextKey>(_ key: Key.Type) -> Key.Value {
+            let id = ObjectIdentifier(key)
+            guard let index = storage.firstIndex(where: { $0.key == id }) else { return Key.defaultValue }
+            return storage[index].value as? Key.Value ?? Key.defaultValue
+        }
+
+        @inlinable
+        mutating func set<Key: RequestContextKey>(_ value: Key.Value, for key: Key.Type) {
+            let id = ObjectIdentifier(key)
+            if let index = storage.firstIndex(where: { $0.key == id }) {
+                storage[index].value = value
+            } else {
+                if storage.capacity == 0 { storage.reserveCapacity(4) }
+                storage.append(Entry(key: id, value: value))
+            }
+        }
     }
 
-    private let state = Locked(State())
+    // The key-value accessors below are `@inlinable`: behaviors call them on every request from
+    // other modules, and unspecialized they pay a runtime metadata lookup and a generic cast per
+    // access.
+    @usableFromInline let state = Locked(State())
 
     /// Identifies this logical request (the same for all attempts). Assigned when first read,
     /// so requests that never read it take no process-wide lock.
@@ -154,9 +190,10 @@ public final class RequestContext: Sendable {
 
     /// Reads or writes the value stored for a key; reads the key's default until one is written.
     /// - Parameter key: The key type.
+    @inlinable
     public subscript<Key: RequestContextKey>(key: Key.Type) -> Key.Value {
-        get { state.withLock { $0.storage[ObjectIdentifier(key)] as? Key.Value ?? Key.defaultValue } }
-        set { state.withLock { $0.storage[ObjectIdentifier(key)] = newValue } }
+        get { state.withLock { $0.value(key) } }
+        set { state.withLock { $0.set(newValue, for: key) } }
     }
 
     /// Atomically reads and changes the value for a key.
@@ -164,13 +201,14 @@ public final class RequestContext: Sendable {
     ///   - key: The key type.
     ///   - body: Receives the current value (or the default) to change in place.
     /// - Returns: What `body` returns.
+    @inlinable
     public func update<Key: RequestContextKey, Result>(
         _ key: Key.Type, _ body: (inout Key.Value) throws -> Result
     ) rethrows -> Result {
         try state.withLock { state in
-            var value = state.storage[ObjectIdentifier(key)] as? Key.Value ?? Key.defaultValue
+            var value = state.value(key)
             let result = try body(&value)
-            state.storage[ObjectIdentifier(key)] = value
+            state.set(value, for: key)
             return result
         }
     }
