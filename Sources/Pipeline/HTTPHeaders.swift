@@ -155,9 +155,11 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
             || namesEqual(name, "Cookie") || namesEqual(name, "Set-Cookie")
     }
 
-    /// ASCII case-insensitive comparison without allocating.
+    /// ASCII case-insensitive comparison without allocating. Names of different lengths (most
+    /// pairs) are told apart without reading them.
     @inlinable
     package static func namesEqual(_ a: String, _ b: String) -> Bool {
+        guard a.utf8.count == b.utf8.count else { return false }
         var a = a.utf8.makeIterator()
         var b = b.utf8.makeIterator()
         while true {

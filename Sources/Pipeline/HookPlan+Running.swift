@@ -3,6 +3,7 @@
 /// the chain's current plan.
 extension HookPlan {
     /// Merges members' headers first to last; a later member wins on the same name.
+    @inline(__always)
     package func runAdditionalHeaders(for request: HTTPRequest, context: RequestContext)
         async throws(NetworkError) -> HTTPHeaders
     {
@@ -21,6 +22,7 @@ extension HookPlan {
     }
 
     /// Runs members' `modify` first to last.
+    @inline(__always)
     package func runModify(_ request: inout HTTPRequest, context: RequestContext) async throws(NetworkError) {
         for behavior in modify {
             do {
@@ -32,11 +34,13 @@ extension HookPlan {
     }
 
     /// Runs members' `beforeSend` first to last.
+    @inline(__always)
     package func runBeforeSend(_ request: HTTPRequest, context: RequestContext) async {
         for behavior in beforeSend { await behavior.beforeSend(request, context: context) }
     }
 
     /// Runs members' `validate` last to first; the first to throw fails the attempt.
+    @inline(__always)
     package func runValidate(_ response: HTTPResponse, context: RequestContext) async throws(NetworkError) {
         for behavior in validate {
             do {
@@ -48,6 +52,7 @@ extension HookPlan {
     }
 
     /// Asks members first to last; the first `.retry` wins and later members are not asked.
+    @inline(__always)
     package func runRetryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
         -> RetryDecision
     {
@@ -59,11 +64,13 @@ extension HookPlan {
     }
 
     /// Runs members' `afterSuccess` last to first.
+    @inline(__always)
     package func runAfterSuccess(_ response: HTTPResponse, context: RequestContext) async {
         for behavior in afterSuccess { await behavior.afterSuccess(response, context: context) }
     }
 
     /// Runs members' `afterFailure` last to first.
+    @inline(__always)
     package func runAfterFailure(_ error: NetworkError, context: RequestContext) async {
         for behavior in afterFailure { await behavior.afterFailure(error, context: context) }
     }

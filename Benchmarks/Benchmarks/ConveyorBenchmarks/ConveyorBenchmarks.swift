@@ -37,6 +37,17 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     do {
+        let client = client(10)
+        let paths = uniquePaths
+        Benchmark("2 NetworkClient, 10 no-op behaviors, new path every request", configuration: configuration) {
+            benchmark in
+            for index in benchmark.scaledIterations {
+                blackHole(try await client.send(Request<Data>(path: paths[index % paths.count])))
+            }
+        }
+    }
+
+    do {
         let client = client(5)
         let request = Request<Data>(path: "/movies", behaviors: Array(repeating: NoOpBehavior(), count: 5))
         Benchmark("2 NetworkClient, 5 client + 5 per-request no-op", configuration: configuration) { benchmark in

@@ -56,6 +56,9 @@ public struct Movie: Codable, Sendable {
     public var year: Int
 }
 
+/// 1,000 distinct paths: cycling through them, a client's URL cache (256 entries) never hits.
+public let uniquePaths = (0..<1_000).map { "/movies/\($0)" }
+
 /// The in-memory scenarios, shared by the instruction counter (and mirrored by the wall-clock
 /// benchmarks), so both measure the same work.
 public enum Scenario: String, CaseIterable, Sendable {
@@ -82,10 +85,10 @@ public enum Scenario: String, CaseIterable, Sendable {
             let request = Request<Data>(path: "/movies", behaviors: Array(repeating: NoOpBehavior(), count: 5))
             for _ in 0..<count { _ = try await client.send(request) }
         case .uniquePath:
-            // A new path every request: the client's URL cache never hits (its worst case).
+            // A path the client has not seen lately on every request: its URL cache never hits.
             let client = client(10)
-            let paths = (0..<count).map { "/movies/\($0)" }
-            for path in paths { _ = try await client.send(Request<Data>(path: path)) }
+            let paths = uniquePaths
+            for index in 0..<count { _ = try await client.send(Request<Data>(path: paths[index % paths.count])) }
         case .plainJSON, .realistic:
             let client = NetworkClient(baseURL: base, transport: CannedTransport()) {
                 self == .realistic ? realisticBehaviors() : []

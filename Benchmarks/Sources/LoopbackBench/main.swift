@@ -1,6 +1,11 @@
 // End to end over loopback: raw URLSession.data(for:) vs NetworkClient with the realistic chain,
 // against Tests/Server/server.py on 127.0.0.1, in interleaved rounds, at 1 and 8 requests in flight.
 // Run from the repository root: swift run --package-path Benchmarks -c release loopback-bench [rounds] [requests]
+//
+// Each round measures raw, Conveyor, Conveyor, raw (the order flips every round), so slow drift
+// of the machine (the server, the other core) hits both paths alike. The ratio of a round is
+// Conveyor's requests per second over raw's in that round; the table shows the median ratio
+// over the rounds, its interquartile range, and the median requests per second of each path.
 import BenchSupport
 import Conveyor
 import Foundation
@@ -60,8 +65,8 @@ func median(_ values: [Double]) -> Double {
 }
 
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
-let rounds = arguments.first ?? 7
-let perRound = arguments.dropFirst().first ?? 400
+let rounds = arguments.first ?? 21
+let perRound = arguments.dropFirst().first ?? 100
 
 let (server, port) = try startServer()
 defer { server.terminate() }
@@ -91,25 +96,34 @@ let conveyor: @Sendable () async throws -> Void = {
 _ = try await measure(total: 200, inFlight: 8, raw)
 _ = try await measure(total: 200, inFlight: 8, conveyor)
 
-print("Loopback: \(rounds) interleaved rounds × \(perRound) requests per mode, GET /json/movies decoded as JSON")
+func quartiles(_ values: [Double]) -> (Double, Double, Double) {
+    let sorted = values.sorted()
+    return (sorted[sorted.count / 4], sorted[sorted.count / 2], sorted[(3 * sorted.count) / 4])
+}
+
+print("Loopback: \(rounds) rounds × 2 × \(perRound) requests per path and concurrency, GET /json/movies decoded as JSON")
 print("")
-print("| in flight | raw URLSession req/s (median) | NetworkClient + realistic chain req/s (median) | ratio |")
-print("|---:|---:|---:|---:|")
+print("| in flight | raw URLSession req/s | NetworkClient + realistic chain req/s | Conveyor / raw, median of rounds | interquartile range |")
+print("|---:|---:|---:|---:|---:|")
 for inFlight in [1, 8] {
+    var ratios: [Double] = []
     var rawRates: [Double] = []
     var conveyorRates: [Double] = []
     for round in 0..<rounds {
-        // Alternate which goes first so neither always gets the warmer cache.
-        if round % 2 == 0 {
-            rawRates.append(try await measure(total: perRound, inFlight: inFlight, raw))
-            conveyorRates.append(try await measure(total: perRound, inFlight: inFlight, conveyor))
-        } else {
-            conveyorRates.append(try await measure(total: perRound, inFlight: inFlight, conveyor))
-            rawRates.append(try await measure(total: perRound, inFlight: inFlight, raw))
-        }
+        let order = round % 2 == 0 ? [raw, conveyor, conveyor, raw] : [conveyor, raw, raw, conveyor]
+        var rates: [Double] = []
+        for operation in order { rates.append(try await measure(total: perRound, inFlight: inFlight, operation)) }
+        let (rawRate, conveyorRate) =
+            round % 2 == 0 ? ((rates[0] + rates[3]) / 2, (rates[1] + rates[2]) / 2) : ((rates[1] + rates[2]) / 2, (rates[0] + rates[3]) / 2)
+        rawRates.append(rawRate)
+        conveyorRates.append(conveyorRate)
+        ratios.append(conveyorRate / rawRate)
     }
-    let (r, c) = (median(rawRates), median(conveyorRates))
-    print(String(format: "| %d | %.0f | %.0f | %.1f %% |", inFlight, r, c, 100 * c / r))
+    let (low, mid, high) = quartiles(ratios)
+    print(
+        String(
+            format: "| %d | %.0f | %.0f | **%.1f %%** | %.1f–%.1f %% |", inFlight, median(rawRates), median(conveyorRates),
+            100 * mid, 100 * low, 100 * high))
 }
 
 /// Decodes any JSON scalar, so both paths do the same decoding work.
