@@ -19,14 +19,20 @@ let package = Package(
         .target(
             name: "BenchSupport", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/BenchSupport"),
+        // The peer's client path (swift-openapi-runtime), shared by both in-memory executables.
+        .target(
+            name: "PeerSupport",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/PeerSupport"),
         .executableTarget(
             name: "ConveyorBenchmarks",
             dependencies: [
-                "BenchSupport",
+                "BenchSupport", "PeerSupport",
                 .product(name: "Conveyor", package: "Conveyor"),
                 .product(name: "Benchmark", package: "benchmark"),
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Benchmarks/ConveyorBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -38,7 +44,7 @@ let package = Package(
         // One scenario N times, for valgrind's callgrind: instructions per request (instructions.sh).
         .executableTarget(
             name: "instruction-count",
-            dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
+            dependencies: ["BenchSupport", "PeerSupport", .product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/InstructionCount"),
     ]
 )

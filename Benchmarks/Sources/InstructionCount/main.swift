@@ -4,10 +4,17 @@
 import BenchSupport
 import Dispatch
 import Foundation
+import PeerSupport
+
+/// The peer's scenarios: swift-openapi-runtime with 0, 1 or 10 no-op middlewares.
+let peers = ["peer0": 0, "peer1": 1, "peer10": 10]
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-guard arguments.count == 2, let count = Int(arguments[1]), let scenario = Scenario(rawValue: arguments[0]) else {
-    print("usage: instruction-count <\(Scenario.allCases.map(\.rawValue).joined(separator: "|"))> <requests>")
+guard arguments.count == 2, let count = Int(arguments[1]),
+    Scenario(rawValue: arguments[0]) != nil || peers[arguments[0]] != nil
+else {
+    let names = Scenario.allCases.map(\.rawValue) + peers.keys.sorted()
+    print("usage: instruction-count <\(names.joined(separator: "|"))> <requests>")
     exit(2)
 }
 // No top-level `await`: an async main parks the main thread in dispatch_main, which valgrind
@@ -16,7 +23,12 @@ guard arguments.count == 2, let count = Int(arguments[1]), let scenario = Scenar
 let done = DispatchSemaphore(value: 0)
 Task.detached {
     do {
-        try await scenario.run(count)
+        if let scenario = Scenario(rawValue: arguments[0]) {
+            try await scenario.run(count)
+        } else if let middlewares = peers[arguments[0]] {
+            let client = PeerClient(middlewares: middlewares)
+            for _ in 0..<count { _ = try await client.send() }
+        }
     } catch {
         print("failed: \(error)")
         exit(1)
