@@ -42,7 +42,7 @@ public struct AuthTokenBehavior: RequestBehavior {
             Header(name: name, scheme: scheme)
         }
 
-        func value(for token: String) -> String { scheme.map { "\($0) \(token)" } ?? token }
+        func value(for token: String) -> String { scheme.map { $0 + " " + token } ?? token }
     }
 
     enum SentToken: RequestContextKey { static let defaultValue: String? = nil }
@@ -77,7 +77,7 @@ public struct AuthTokenBehavior: RequestBehavior {
         let token = try await tokens.currentToken()
         context[SentToken.self] = token
         guard let token else { return HTTPHeaders() }
-        return [header.name: header.value(for: token)]
+        return HTTPHeaders([HTTPHeaders.Field(name: header.name, value: header.value(for: token))])
     }
 
     /// On a 401: retries with a token someone else refreshed, or with the one shared refresh.
