@@ -100,8 +100,12 @@ package struct RequestRunner: Sendable {
         var attempt = request
         if !plan.additionalHeaders.isEmpty {
             let added = try await plan.runAdditionalHeaders(for: request, context: context)
-            for field in added where !request.headers.contains(field.name) {
-                attempt.headers.add(name: field.name, value: field.value)
+            if request.headers.isEmpty {
+                attempt.headers = added  // nothing to override: share the merged list, no copy
+            } else {
+                for field in added where !request.headers.contains(field.name) {
+                    attempt.headers.add(name: field.name, value: field.value)
+                }
             }
         }
         if !plan.modify.isEmpty { try await plan.runModify(&attempt, context: context) }
