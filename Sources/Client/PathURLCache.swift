@@ -20,6 +20,34 @@ final class PathURLCache: Sendable {
         var path: String
         /// The encoded query parameters, `""` for none.
         var query: String
+
+        /// Byte-wise, not `String`'s canonical equivalence: `"/caf\u{E9}"` and `"/cafe\u{301}"`
+        /// are equal strings but encode to different URLs.
+        static func == (lhs: Key, rhs: Key) -> Bool {
+            sameBytes(lhs.path, rhs.path) && sameBytes(lhs.query, rhs.query)
+        }
+
+        private static func sameBytes(_ a: String, _ b: String) -> Bool {
+            var a = a  // `withUTF8` makes a non-native string contiguous first
+            var b = b
+            return a.withUTF8 { a in
+                b.withUTF8 { b in
+                    guard a.count == b.count, let x = a.baseAddress, let y = b.baseAddress else { return a.count == b.count }
+                    return memcmp(x, y, a.count) == 0
+                }
+            }
+        }
+
+        func hash(into hasher: inout Hasher) {
+            Self.combineBytes(of: path, into: &hasher)
+            Self.combineBytes(of: query, into: &hasher)
+        }
+
+        private static func combineBytes(of string: String, into hasher: inout Hasher) {
+            var string = string  // `withUTF8` makes a non-native string contiguous first
+            string.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+            hasher.combine(string.utf8.count)  // separates the path from the query
+        }
     }
 
     /// Entries per client.

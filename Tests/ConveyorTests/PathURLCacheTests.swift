@@ -38,6 +38,14 @@ import Testing
         #expect(client.urlCache.count == 1)
     }
 
+    @Test func canonicallyEquivalentPathsAreDifferentKeys() throws {
+        // Equal as Swift strings, different bytes: each must keep its own percent-encoding.
+        #expect(try url("/caf\u{E9}") == "http://127.0.0.1:8080/api/v1/caf%C3%A9")
+        #expect(try url("/cafe\u{301}") == "http://127.0.0.1:8080/api/v1/cafe%CC%81")
+        #expect(try url("/caf\u{E9}") == "http://127.0.0.1:8080/api/v1/caf%C3%A9")
+        #expect(client.urlCache.count == 2)
+    }
+
     @Test func rejectedPathsAreNeverCached() throws {
         for _ in 0..<3 {
             #expect(throws: NetworkError.self) { try url("/movies/../admin") }
