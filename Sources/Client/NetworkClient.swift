@@ -13,8 +13,9 @@ public import Foundation
 /// ```
 ///
 /// The behavior chain is flattened once, here; a request that adds or leaves out behaviors gets
-/// the client's hook plan filtered and extended for that request only. A client can be shared freely between tasks: its
-/// only mutable state is a small cache of the URLs it built for relative paths, behind a lock.
+/// the client's hook plan filtered and extended for that request only. A client can be shared
+/// freely between tasks: its only mutable state is a small cache of the URLs it built for
+/// relative paths, behind a lock.
 public final class NetworkClient: NetworkClientProtocol {
     /// Settings of a client besides its base URL, transport and behaviors.
     public struct Configuration: Sendable {
