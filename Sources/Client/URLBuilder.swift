@@ -14,9 +14,9 @@ enum URLBuilder {
     ///     paths fail with it.
     ///   - path: The request's path, or an absolute `http(s)` URL.
     ///   - query: Parameters to append.
-    ///   - cache: The client's URLs for relative paths; `nil` builds every time.
+    ///   - cache: The client's URLs for relative paths.
     static func url(
-        base: String, baseProblem: String?, path: String, query: QueryParameters, cache: PathURLCache? = nil
+        base: String, baseProblem: String?, path: String, query: QueryParameters, cache: PathURLCache
     ) throws(NetworkError) -> URL {
         if isAbsolute(path) {
             let url = try parse(encodePath(path), query: query.isEmpty ? "" : query.encoded, path: path)
@@ -26,7 +26,7 @@ enum URLBuilder {
         }
         if let baseProblem { throw .invalidRequest(baseProblem) }
         let key = PathURLCache.Key(path: path, query: query.isEmpty ? "" : query.encoded)
-        if let cached = cache?.url(for: key) { return cached }
+        if let cached = cache.url(for: key) { return cached }
         if hasDotSegment(path) {
             throw .invalidRequest("the path contains a '.' or '..' segment, which could leave the base URL")
         }
@@ -34,7 +34,7 @@ enum URLBuilder {
         if !path.isEmpty && path.utf8.first != UInt8(ascii: "/") { string.append("/") }
         string.append(encodePath(path))
         let url = try parse(string, query: key.query, path: path)
-        cache?.store(url, for: key)
+        cache.store(url, for: key)
         return url
     }
 
