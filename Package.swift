@@ -33,7 +33,7 @@ let package = Package(
         // Test support (not a product): starts the loopback server in Tests/Server.
         .target(name: "ConveyorTestSupport", path: "Tests/Support", swiftSettings: strictSettings),
         .testTarget(
-            name: "ConveyorPipelineTests", dependencies: ["ConveyorPipeline", "ConveyorTesting"],
+            name: "ConveyorPipelineTests", dependencies: ["ConveyorPipeline", "ConveyorTesting", "ConveyorTestSupport"],
             path: "Tests/ConveyorPipelineTests", swiftSettings: strictSettings),
         .testTarget(
             name: "ConveyorBehaviorsTests",

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 n=${1:-2000}
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(floor noop0 noop1 noop10 noop50 split unique-path plain-json realistic peer0 peer1 peer10)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(floor noop0 noop1 noop10 noop50 split unique-path timeout guarded plain-json realistic realistic-uninterrupted peer0 peer1 peer10)
 
 swift build --package-path Benchmarks -c release --product instruction-count >&2
 binary=$(swift build --package-path Benchmarks -c release --show-bin-path)/instruction-count

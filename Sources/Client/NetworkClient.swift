@@ -27,12 +27,23 @@ public final class NetworkClient: NetworkClientProtocol {
         /// ``ConveyorPipeline/NetworkError/notFound(_:)`` or ``ConveyorPipeline/NetworkError/unacceptableStatus(_:)``. `200..<300` by default.
         public var acceptableStatusCodes: Set<Int>
         /// The per-attempt timeout for requests that set none; `nil` (the default) leaves it to the
-        /// transport (60 s for URLSession).
+        /// transport (60 s for URLSession). With a timeout, each attempt (its hooks included) and
+        /// each retry decision must end within it; one that does not is abandoned with
+        /// ``ConveyorPipeline/NetworkError/timedOut``. Durations longer than 100 years count as
+        /// 100 years.
         public var timeout: Duration?
         /// The clock for timeouts and retry waits; tests inject a manual or immediate clock.
         public var clock: any Clock<Duration>
         /// A hard cap on attempts per request, whatever behaviors decide. 10 by default.
         public var attemptLimit: Int
+        /// The most body bytes a response may have, counted after content decoding (gzip);
+        /// a larger one fails with ``ConveyorPipeline/NetworkError/responseTooLarge(limit:)``.
+        /// ``URLSessionTransport`` stops the transfer as soon as the limit is passed. 64 MiB by
+        /// default; `nil` for no limit.
+        public var maxResponseSize: Int?
+
+        /// The default ``maxResponseSize``: 64 MiB.
+        public static let defaultMaxResponseSize = 64 * 1024 * 1024
 
         /// Creates a configuration.
         /// - Parameters:
@@ -42,10 +53,12 @@ public final class NetworkClient: NetworkClientProtocol {
         ///   - timeout: The default per-attempt timeout.
         ///   - clock: The clock for timeouts and retry waits.
         ///   - attemptLimit: The cap on attempts per request.
+        ///   - maxResponseSize: The most body bytes a response may have; `nil` for no limit.
         public init(
             encoder: JSONEncoder = JSONEncoder(), decoder: JSONDecoder = JSONDecoder(),
             acceptableStatusCodes: Set<Int> = Set(200..<300), timeout: Duration? = nil,
-            clock: any Clock<Duration> = ContinuousClock(), attemptLimit: Int = 10
+            clock: any Clock<Duration> = ContinuousClock(), attemptLimit: Int = 10,
+            maxResponseSize: Int? = Configuration.defaultMaxResponseSize
         ) {
             self.encoder = encoder
             self.decoder = decoder
@@ -53,6 +66,7 @@ public final class NetworkClient: NetworkClientProtocol {
             self.timeout = timeout
             self.clock = clock
             self.attemptLimit = attemptLimit
+            self.maxResponseSize = maxResponseSize.map { max(0, $0) }
         }
     }
 
@@ -66,12 +80,17 @@ public final class NetworkClient: NetworkClientProtocol {
     private let baseURLString: String
     /// Set when the base URL cannot make request URLs; every relative request then fails with it.
     private let baseURLProblem: String?
+    /// The base URL's origin: where credential behaviors send credentials by default.
+    let baseScope: OriginScope?
     /// URLs built for relative paths, so repeated paths skip URL parsing.
     let urlCache = PathURLCache()
 
     /// Creates a client.
     /// - Parameters:
     ///   - baseURL: The URL request paths are relative to, e.g. `https://api.example.com/v1`.
+    ///     It must be `http` or `https` with a host, and have no query or fragment
+    ///     (`https://api.example.com/v1?key=1` would build wrong URLs); otherwise every relative
+    ///     request fails with ``ConveyorPipeline/NetworkError/invalidRequest(_:)`` saying why.
     ///   - transport: Sends the requests; ``URLSessionTransport/shared`` by default (safe redirects).
     ///   - configuration: Encoder, decoder, statuses, timeout, clock.
     ///   - behaviors: The behaviors every request runs through, outermost first.
@@ -88,9 +107,22 @@ public final class NetworkClient: NetworkClientProtocol {
         var base = baseURL.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURLString = base
-        self.baseURLProblem =
-            baseURL.scheme == nil || baseURL.host == nil
-            ? "the base URL '\(baseURL.redactingQuery)' has no scheme or host" : nil
+        self.baseURLProblem = Self.problem(with: baseURL)
+        self.baseScope = Origin(baseURL).map(OriginScope.init)
+    }
+
+    /// Why a base URL cannot make request URLs, or `nil` when it can. The text names the parts,
+    /// never the URL's user, password or query, which may hold secrets.
+    static func problem(with baseURL: URL) -> String? {
+        guard let scheme = baseURL.scheme?.lowercased(), scheme == "http" || scheme == "https", baseURL.host != nil
+        else {
+            return "the base URL has no http or https scheme and host"
+        }
+        if baseURL.query != nil || baseURL.fragment != nil {
+            return "the base URL has a query or a fragment; request paths are appended to it, so put query "
+                + "items on the requests (Request.query) or in a behavior"
+        }
+        return nil
     }
 
     /// Sends a request through the client's behaviors (minus its exclusions) and its own.
@@ -98,11 +130,14 @@ public final class NetworkClient: NetworkClientProtocol {
     /// - Returns: The decoded output.
     /// - Throws: ``ConveyorPipeline/NetworkError``, and nothing else.
     public func send<Output>(_ request: Request<Output>) async throws(NetworkError) -> Output {
-        let httpRequest = try makeHTTPRequest(request)
+        let absolute = URLBuilder.isAbsolute(request.path)
+        let httpRequest = try makeHTTPRequest(request, absolute: absolute)
         let plan =
             request.exclusions.isEmpty && request.behaviors.isEmpty
             ? behaviors.plan() : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
-        let context = RequestContext(request: httpRequest)
+        // A relative path is on the base origin by construction; only an absolute URL is parsed.
+        let targetsBase = !absolute || Origin(httpRequest.url) == baseScope?.origin
+        let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
         let decoder = configuration.decoder
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             try request.decode(response, decoder)
@@ -114,9 +149,14 @@ public final class NetworkClient: NetworkClientProtocol {
     /// - Returns: The request before any behavior ran.
     /// - Throws: ``ConveyorPipeline/NetworkError/invalidRequest(_:)`` for a bad URL or a body that cannot be encoded.
     public func makeHTTPRequest<Output>(_ request: Request<Output>) throws(NetworkError) -> HTTPRequest {
+        try makeHTTPRequest(request, absolute: URLBuilder.isAbsolute(request.path))
+    }
+
+    /// ``makeHTTPRequest(_:)`` for a path already known to be absolute or not.
+    func makeHTTPRequest<Output>(_ request: Request<Output>, absolute: Bool) throws(NetworkError) -> HTTPRequest {
         let url = try URLBuilder.url(
-            base: baseURLString, baseProblem: baseURLProblem, path: request.path, query: request.query,
-            cache: urlCache)
+            base: baseURLString, baseProblem: baseURLProblem, path: request.path, absolute: absolute,
+            query: request.query, cache: urlCache)
         var headers = request.headers
         let body = try request.body.encoded(with: configuration.encoder)
         if let contentType = body?.1, !headers.contains("Content-Type") {
@@ -124,6 +164,6 @@ public final class NetworkClient: NetworkClientProtocol {
         }
         return HTTPRequest(
             method: request.method, url: url, headers: headers, body: body?.0,
-            timeout: request.timeout ?? configuration.timeout)
+            timeout: request.timeout ?? configuration.timeout, maxResponseSize: configuration.maxResponseSize)
     }
 }

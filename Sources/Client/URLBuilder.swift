@@ -13,15 +13,16 @@ enum URLBuilder {
     ///   - baseProblem: Why the base URL cannot make request URLs, if it can't; only relative
     ///     paths fail with it.
     ///   - path: The request's path, or an absolute `http(s)` URL.
+    ///   - absolute: Whether `path` is an absolute URL (``isAbsolute(_:)``).
     ///   - query: Parameters to append.
     ///   - cache: The client's URLs for relative paths.
     static func url(
-        base: String, baseProblem: String?, path: String, query: QueryParameters, cache: PathURLCache
+        base: String, baseProblem: String?, path: String, absolute: Bool, query: QueryParameters, cache: PathURLCache
     ) throws(NetworkError) -> URL {
-        if isAbsolute(path) {
+        if absolute {
             let url = try parse(encodePath(path), query: query.isEmpty ? "" : query.encoded, path: path)
             // The base URL was checked when the client was made; an absolute path needs its own check.
-            guard url.host != nil else { throw .invalidRequest("'\(path)' has no host") }
+            guard url.host != nil else { throw .invalidRequest("the absolute URL has no host") }
             return url
         }
         if let baseProblem { throw .invalidRequest(baseProblem) }
@@ -55,7 +56,7 @@ enum URLBuilder {
             string.append(query)
         }
         guard let url = URL(string: string) else {
-            throw .invalidRequest("'\(path)' does not make a valid URL with the base URL")
+            throw .invalidRequest("the path does not make a valid URL with the base URL")
         }
         return url
     }

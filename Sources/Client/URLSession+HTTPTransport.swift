@@ -18,20 +18,43 @@ public import ConveyorPipeline
 ///   caps redirect chains; prefer it unless you need your own session's delegate.
 /// The request's timeout is enforced by ``NetworkClient`` on its clock, so sub-second timeouts
 /// work on Linux too; the `URLRequest` gets a whole-second backstop one second longer.
+/// Cancellation returns at once and never cancels the data task synchronously (see
+/// ``send(_:)``).
+///
+/// - Important: On Linux, a session with a `URLCache` (`.default` and `.ephemeral` both have one)
+///   can crash the process when one of its tasks is cancelled just after it starts
+///   (FoundationNetworking reports the cancellation after the task has left the session:
+///   swift-corelibs-foundation#3296). So on Linux a cancelled call to such a session returns at
+///   once but leaves its data task to finish on its own. Give the session `urlCache = nil`, or use
+///   ``URLSessionTransport``, which has no `URLCache` on Linux, to have transfers stopped.
 extension URLSession: HTTPTransport {
-    /// Sends one attempt with `data(for:)`.
+    /// Sends one attempt with a data task and a completion handler.
+    ///
+    /// Cancelling the caller's task ends the call at once with `URLError(.cancelled)`; the data
+    /// task is cancelled on another queue, never inside Swift's cancellation handler, which can
+    /// deadlock the process on Linux (swift-corelibs-foundation#5412, `data(for:)` there).
+    /// ``ConveyorPipeline/HTTPRequest/maxResponseSize`` is checked once the body has arrived;
+    /// ``URLSessionTransport`` checks it while bytes arrive.
     /// - Parameter request: The attempt, after every behavior ran.
     /// - Returns: The response, whatever its status.
     /// - Throws: `URLError` (mapped by the client to ``ConveyorPipeline/NetworkError``), or
     ///   ``ConveyorPipeline/NetworkError/transportFailed(_:)`` when the response is not HTTP.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        try await ConveyorClientSend.send(request, using: self)
+        let exchange = DataTaskExchange(request: request, session: self)
+        let task = dataTask(with: ConveyorClientSend.urlRequest(for: request)) { data, response, error in
+            if let data { exchange.receive(data) }
+            exchange.complete(response: response, error: error)
+        }
+        return try await exchange.run(task)
     }
+
+    /// `true`: a cancelled call returns at once, whatever the session is doing.
+    public var honorsCancellation: Bool { true }
 }
 
 enum ConveyorClientSend {
-    /// Builds the `URLRequest` once, sends it on `session`, converts the response.
-    static func send(_ request: HTTPRequest, using session: URLSession) async throws -> HTTPResponse {
+    /// Builds the `URLRequest` once, after every behavior has run.
+    static func urlRequest(for request: HTTPRequest) -> URLRequest {
         var urlRequest = URLRequest(url: request.url)
         // GET is URLRequest's default; setting it anyway costs a case-insensitive normalization
         // of the method on Linux (thousands of instructions).
@@ -39,19 +62,154 @@ enum ConveyorClientSend {
         if !request.headers.isEmpty { urlRequest.allHTTPHeaderFields = headerDictionary(request.headers) }
         if let body = request.body { urlRequest.httpBody = body }
         if let timeout = request.timeout {
-            let seconds =
-                Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
-            urlRequest.timeoutInterval = seconds.rounded(.up) + 1
+            // A whole-second backstop one second longer than the client's own timeout (Linux
+            // truncates sub-second intervals); clamped, so a huge timeout never overflows.
+            urlRequest.timeoutInterval = timeout.clampedForConveyor.secondsValue.rounded(.up) + 1
         }
-        let (data, response) = try await session.data(for: urlRequest)
+        return urlRequest
+    }
+}
+
+/// One data task in flight: collects its body, enforces the request's size limit while bytes
+/// arrive, and resumes the caller exactly once, with the response, an error, or at once when
+/// the caller's task is cancelled.
+final class DataTaskExchange: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Void, Never>?
+        /// How the exchange ended. The caller reads it under the lock after it is resumed, so
+        /// the response (made on the session's delegate queue) is published by the lock, which
+        /// the thread sanitizer sees, not only by the continuation, which it does not always.
+        var outcome: Result<HTTPResponse, any Error>?
+        var finished = false
+        var task: URLSessionDataTask?
+        /// The body as it arrived: chunks are kept, not copied into a growing buffer, so a body
+        /// that passes the limit never holds more than the limit and one chunk.
+        var chunks: [Data] = []
+        var size = 0
+    }
+
+    let request: HTTPRequest
+    private let state = Locked(State())
+    /// The session whose task this is, checked for a `URLCache` before cancelling on Linux.
+    private let session: URLSession
+    /// `true` once the task reported its end. Held across `cancel()`, so a task is never
+    /// cancelled while FoundationNetworking is completing it (see ``cancelLater(_:)``).
+    private let completing = Locked(false)
+
+    init(request: HTTPRequest, session: URLSession) {
+        self.request = request
+        self.session = session
+    }
+
+    /// Starts `task` and waits for it to end.
+    func run(_ task: URLSessionDataTask) async throws -> HTTPResponse {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let endedEarly = state.withLock { state -> Bool in
+                    state.task = task
+                    if state.finished { return true }
+                    state.continuation = continuation
+                    return false
+                }
+                if endedEarly {
+                    cancelLater(task)
+                    continuation.resume()
+                } else {
+                    task.resume()
+                }
+            }
+        } onCancel: {
+            finish(.failure(URLError(.cancelled)), cancellingTask: true)
+        }
+        let outcome = state.withLock { $0.outcome } ?? .failure(URLError(.cancelled))
+        return try outcome.get()
+    }
+
+    /// Bytes of the body arrived (decoded, if the response was compressed).
+    func receive(_ data: Data) {
+        let tooLarge = state.withLock { state -> Bool in
+            guard !state.finished else { return false }
+            state.size += data.count
+            if let limit = request.maxResponseSize, state.size > limit {
+                state.chunks = []
+                return true
+            }
+            state.chunks.append(data)
+            return false
+        }
+        if tooLarge, let limit = request.maxResponseSize {
+            finish(.failure(NetworkError.responseTooLarge(limit: limit)), cancellingTask: true)
+        }
+    }
+
+    /// The task ended.
+    func complete(response: URLResponse?, error: (any Error)?) {
+        completing.withLock { $0 = true }
+        if let error { return finish(.failure(error), cancellingTask: false) }
         guard let http = response as? HTTPURLResponse else {
-            throw NetworkError.transportFailed(NotHTTPResponseError())
+            return finish(.failure(NetworkError.transportFailed(NotHTTPResponseError())), cancellingTask: false)
+        }
+        let chunks = state.withLock { state in
+            defer { state.chunks = [] }
+            return state.chunks
+        }
+        let body: Data
+        if chunks.count <= 1 {
+            body = chunks.first ?? Data()
+        } else {
+            var joined = Data(capacity: chunks.reduce(0) { $0 + $1.count })
+            for chunk in chunks { joined.append(chunk) }
+            body = joined
         }
         // Headers are converted only if something reads them: most responses are decoded
         // without that, and `allHeaderFields` costs thousands of instructions on Linux.
-        return HTTPResponse(
-            status: http.statusCode, deferredHeaders: { responseHeaders(http) }, body: data, request: request)
+        let response = HTTPResponse(
+            status: http.statusCode, deferredHeaders: { responseHeaders(http) }, body: body, request: request)
+        finish(.success(response), cancellingTask: false)
     }
+
+    private func finish(_ result: Result<HTTPResponse, any Error>, cancellingTask: Bool) {
+        let (continuation, task) = state.withLock {
+            state -> (CheckedContinuation<Void, Never>?, URLSessionDataTask?) in
+            guard !state.finished else { return (nil, nil) }
+            state.finished = true
+            state.outcome = result
+            state.chunks = []
+            defer { state.continuation = nil }
+            return (state.continuation, state.task)
+        }
+        if cancellingTask, let task { cancelLater(task) }
+        continuation?.resume()
+    }
+
+    /// Cancels the data task on another queue, unless it has ended or cancelling it could crash.
+    ///
+    /// - FoundationNetworking's `cancel()` waits on the session's work queue; called inside
+    ///   Swift's task-cancellation handler it can deadlock with a network thread that is resuming
+    ///   the same task (swift-corelibs-foundation#5412). So it runs on another queue: one serial
+    ///   queue for every cancellation, because on the global concurrent queue a storm of
+    ///   cancellations each blocked a thread in that wait until the pool had no thread left for
+    ///   any session's work, and unrelated requests stalled to their timeouts.
+    /// - A task that already reported its end is not cancelled; the flag is held across
+    ///   `cancel()`, so FoundationNetworking never completes a task while it is being cancelled.
+    /// - On Linux, a task of a session with a `URLCache` is never cancelled: a cancel that lands
+    ///   while the task's cache lookup runs on a background queue reports the failure after the
+    ///   task has left the session's registry, and the process traps
+    ///   (swift-corelibs-foundation#3296; reproduced here by `CancelAtStartTests`). The caller has
+    ///   already returned; the task finishes on its own. ``URLSessionTransport`` removes the cache
+    ///   from its session on Linux, so its transfers are stopped.
+    private func cancelLater(_ task: URLSessionDataTask) {
+        Self.cancelQueue.async { [completing, session] in
+            #if canImport(FoundationNetworking)
+                if session.configuration.urlCache != nil { return }
+            #endif
+            completing.withLock { ended in
+                if !ended { task.cancel() }
+            }
+        }
+    }
+
+    private static let cancelQueue = DispatchQueue(label: "Conveyor.URLSessionTask.cancel")
 }
 
 /// A response's header fields as the pipeline carries them.

@@ -9,11 +9,22 @@ public import ConveyorPipeline
 
 /// The default transport: a `URLSession` of its own whose redirect handling is safe.
 ///
-/// - A redirect to another origin (scheme, host or port) drops `Authorization`,
-///   `Proxy-Authorization` and `Cookie`, so a token set by `AuthTokenBehavior` never leaves the
-///   origin it was meant for. (Linux's URLSession would forward them.)
+/// - A redirect to another origin (scheme, host or port) drops every credential header
+///   (``ConveyorPipeline/SensitiveHeaders``: `Authorization`, `Cookie`, `X-API-Key`, a custom
+///   `AuthTokenBehavior` header…), so a credential never leaves the origin it was meant for.
+///   (Linux's URLSession would forward them.)
 /// - At most ``maximumRedirects`` redirects are followed; after that the last 3xx response is
 ///   returned as it is, and the client reports it as ``ConveyorPipeline/NetworkError/unacceptableStatus(_:)``.
+/// - The body is collected as it arrives, and the transfer stops as soon as it passes the
+///   request's ``ConveyorPipeline/HTTPRequest/maxResponseSize`` (counted after content decoding,
+///   so a small gzip that inflates to gigabytes stops at the limit too):
+///   ``ConveyorPipeline/NetworkError/responseTooLarge(limit:)``.
+/// - A cancelled call returns at once; the data task is cancelled on another queue, never inside
+///   Swift's cancellation handler (on Linux that can deadlock the process:
+///   swift-corelibs-foundation#5412).
+/// - On Linux the session gets no `URLCache` (the configuration is copied, its `urlCache` set to
+///   `nil`): with one, cancelling a task just after it starts can crash the process
+///   (swift-corelibs-foundation#3296). Cache responses with a behavior instead.
 ///
 /// ```swift
 /// let transport = URLSessionTransport(configuration: .ephemeral, maximumRedirects: 5)
@@ -34,9 +45,26 @@ public final class URLSessionTransport: HTTPTransport {
     ///   - maximumRedirects: How many redirects one request may follow; `0` follows none.
     public init(configuration: URLSessionConfiguration = .default, maximumRedirects: Int = 10) {
         self.maximumRedirects = max(0, maximumRedirects)
+        let delegate = SessionDelegate(maximumRedirects: self.maximumRedirects)
+        self.delegate = delegate
         self.session = URLSession(
-            configuration: configuration, delegate: RedirectGuard(maximumRedirects: self.maximumRedirects),
-            delegateQueue: nil)
+            configuration: Self.withoutCrashingCache(configuration), delegate: delegate, delegateQueue: nil)
+    }
+
+    private let delegate: SessionDelegate
+
+    /// On Linux, a copy of `configuration` without a `URLCache` (see the type's discussion); the
+    /// caller's configuration is left as it is. Elsewhere, `configuration` itself.
+    static func withoutCrashingCache(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
+        #if canImport(FoundationNetworking)
+            guard configuration.urlCache != nil,
+                let copy = configuration.copy() as? URLSessionConfiguration
+            else { return configuration }
+            copy.urlCache = nil
+            return copy
+        #else
+            return configuration
+        #endif
     }
 
     deinit { session.finishTasksAndInvalidate() }
@@ -46,20 +74,43 @@ public final class URLSessionTransport: HTTPTransport {
     /// - Returns: The response, whatever its status.
     /// - Throws: `URLError`, mapped by the client to ``ConveyorPipeline/NetworkError``.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        try await ConveyorClientSend.send(request, using: session)
+        let exchange = DataTaskExchange(request: request, session: session)
+        let task = session.dataTask(with: ConveyorClientSend.urlRequest(for: request))
+        delegate.register(exchange, for: task)
+        return try await exchange.run(task)
     }
+
+    /// `true`: a cancelled call returns at once, whatever the session is doing.
+    public var honorsCancellation: Bool { true }
 }
 
-/// Decides each redirect: strips credentials across origins, caps the chain length.
-final class RedirectGuard: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-    // @unchecked: `redirects` is only touched under `lock`; the rest is immutable.
+/// The transport's session delegate: hands each task's bytes to its exchange, and decides each
+/// redirect (strips credentials across origins, caps the chain length).
+final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // @unchecked: `redirects` and `exchanges` are only touched under `lock`; the rest is immutable.
     private let lock = NSLock()
     private var redirects: [Int: Int] = [:]
+    private var exchanges: [Int: DataTaskExchange] = [:]
     private let maximumRedirects: Int
 
-    static let credentialHeaders = ["Authorization", "Proxy-Authorization", "Cookie"]
-
     init(maximumRedirects: Int) { self.maximumRedirects = maximumRedirects }
+
+    /// Routes `task`'s bytes and completion to `exchange`.
+    func register(_ exchange: DataTaskExchange, for task: URLSessionTask) {
+        lock.lock()
+        exchanges[task.taskIdentifier] = exchange
+        lock.unlock()
+    }
+
+    private func exchange(for task: URLSessionTask) -> DataTaskExchange? {
+        lock.lock()
+        defer { lock.unlock() }
+        return exchanges[task.taskIdentifier]
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        exchange(for: dataTask)?.receive(data)
+    }
 
     func urlSession(
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
@@ -76,7 +127,11 @@ final class RedirectGuard: NSObject, URLSessionTaskDelegate, @unchecked Sendable
         var next = request
         let from = task.originalRequest?.url ?? response.url
         if !Self.sameOrigin(from, request.url) {
-            for name in Self.credentialHeaders { next.setValue(nil, forHTTPHeaderField: name) }
+            // Every credential header (SensitiveHeaders: built-in, declared by behaviors, added by
+            // the user) stays behind.
+            for name in (request.allHTTPHeaderFields ?? [:]).keys where SensitiveHeaders.contains(name) {
+                next.setValue(nil, forHTTPHeaderField: name)
+            }
         }
         completionHandler(next)
     }
@@ -84,7 +139,9 @@ final class RedirectGuard: NSObject, URLSessionTaskDelegate, @unchecked Sendable
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         lock.lock()
         redirects[task.taskIdentifier] = nil
+        let exchange = exchanges.removeValue(forKey: task.taskIdentifier)
         lock.unlock()
+        exchange?.complete(response: task.response, error: error)
     }
 
     static func sameOrigin(_ a: URL?, _ b: URL?) -> Bool {

@@ -147,13 +147,29 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
     /// Same as ``description``: credentials are redacted here too.
     public var debugDescription: String { "HTTPHeaders([\(fields.map { "\"\($0.name)\": \"\(Self.isSensitive($0.name) ? "***" : $0.value)\"" }.joined(separator: ", "))])" }
 
-    /// Whether a header carries credentials and must never be printed:
-    /// `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`.
-    /// - Parameter name: The field name, in any case.
-    public static func isSensitive(_ name: String) -> Bool {
-        namesEqual(name, "Authorization") || namesEqual(name, "Proxy-Authorization")
-            || namesEqual(name, "Cookie") || namesEqual(name, "Set-Cookie")
+    /// The credential values these fields carry, as a server might echo them: each matching
+    /// field's whole value, the credential after a scheme (`Bearer abc` → `abc`), and each
+    /// cookie's value. Values shorter than 4 characters are left out.
+    /// - Parameter isCredential: Which field names carry credentials; ``isSensitive(_:)`` by default.
+    package func credentialValues(where isCredential: (String) -> Bool = HTTPHeaders.isSensitive) -> [String] {
+        var values: [String] = []
+        for field in self where isCredential(field.name) {
+            values.append(field.value)
+            let parts = field.value.split(separator: " ", maxSplits: 1)
+            if parts.count == 2 { values.append(String(parts[1])) }
+            for cookie in field.value.split(separator: ";") {
+                if let value = cookie.split(separator: "=", maxSplits: 1).dropFirst().first {
+                    values.append(String(value.drop { $0 == " " }))
+                }
+            }
+        }
+        return values.filter { $0.count >= 4 }
     }
+
+    /// Whether a header carries credentials and must never be printed: one of
+    /// ``SensitiveHeaders``.
+    /// - Parameter name: The field name, in any case.
+    public static func isSensitive(_ name: String) -> Bool { SensitiveHeaders.contains(name) }
 
     /// ASCII case-insensitive comparison without allocating. Names of different lengths (most
     /// pairs) are told apart without reading them.

@@ -22,6 +22,10 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     /// How long one attempt may take before it fails with ``NetworkError/timedOut``;
     /// `nil` leaves it to the transport's own default.
     public var timeout: Duration?
+    /// The most body bytes (after content decoding, such as gzip) a response may have; a larger
+    /// one fails with ``NetworkError/responseTooLarge(limit:)``. `nil` for no limit.
+    /// ``NetworkClient`` sets it from its configuration.
+    public var maxResponseSize: Int?
 
     /// Creates a request.
     /// - Parameters:
@@ -30,27 +34,41 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     ///   - headers: The header fields.
     ///   - body: The body bytes.
     ///   - timeout: The per-attempt timeout.
+    ///   - maxResponseSize: The most body bytes a response may have; `nil` for no limit.
     public init(
         method: HTTPMethod = .get, url: URL, headers: HTTPHeaders = [:], body: Data? = nil,
-        timeout: Duration? = nil
+        timeout: Duration? = nil, maxResponseSize: Int? = nil
     ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.maxResponseSize = maxResponseSize
     }
 
-    /// `METHOD url` with the query left out, since query items may carry keys or tokens.
+    /// `METHOD url` with the user info and the query left out, since they may carry passwords,
+    /// keys or tokens.
     public var description: String { "\(method) \(url.redactingQuery)" }
 }
 
 extension URL {
-    /// The URL without its query and fragment, for messages that must not reveal secrets.
+    /// The URL without its user info, query and fragment, for messages that must not reveal
+    /// secrets: `https://***@api.test/v1/movies?…`.
     package var redactingQuery: String {
-        let string = absoluteString
+        let string = redactingUserInfo
         guard let cut = string.firstIndex(where: { $0 == "?" || $0 == "#" }) else { return string }
         return String(string[..<cut]) + "?…"
+    }
+
+    /// The URL with `user:password@` shown as `***@`; the rest as it is.
+    package var redactingUserInfo: String {
+        let string = absoluteString
+        guard let schemeEnd = string.range(of: "://") else { return string }
+        let authorityEnd = string[schemeEnd.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" }
+            ?? string.endIndex
+        guard let at = string[schemeEnd.upperBound..<authorityEnd].lastIndex(of: "@") else { return string }
+        return String(string[..<schemeEnd.upperBound]) + "***" + String(string[at...])
     }
 }
 

@@ -110,11 +110,17 @@ private final class DeferredHeaders: Sendable {
 
 extension HTTPResponse: CustomReflectable {
     /// A mirror without secrets: the body by size only, credential headers (`Set-Cookie`)
-    /// redacted, the request without its query or body. `dump(response)` is safe to log.
+    /// redacted, any other header that echoes a credential the request sent shown as `***`, the
+    /// request without its query or body. `dump(response)` is safe to log.
     public var customMirror: Mirror {
-        Mirror(
+        let sent = request.headers.credentialValues()
+        let shown = HTTPHeaders(
+            headers.map { field in
+                sent.contains(where: field.value.contains) ? HTTPHeaders.Field(name: field.name, value: "***") : field
+            })
+        return Mirror(
             self,
-            children: ["status": status, "headers": headers, "body": "\(body.count) bytes", "request": request],
+            children: ["status": status, "headers": shown, "body": "\(body.count) bytes", "request": request],
             displayStyle: .struct)
     }
 }

@@ -1,14 +1,18 @@
 /// Running each hook over a plan's members, in the order the plan holds them (the contract's
 /// order). The engine calls these directly; ``CombinedRequestBehavior``'s hooks call them with
 /// the chain's current plan.
+///
+/// When they run inside a ``GuardedStep`` that was abandoned (its deadline passed, the request
+/// was cancelled), they call no further hook: an abandoned step never reaches a behavior again.
 extension HookPlan {
     /// Merges members' headers first to last; a later member wins on the same name.
     @inline(__always)
-    package func runAdditionalHeaders(for request: HTTPRequest, context: RequestContext)
-        async throws(NetworkError) -> HTTPHeaders
-    {
+    package func runAdditionalHeaders(
+        for request: HTTPRequest, context: RequestContext, step: (any StepSignal)? = nil
+    ) async throws(NetworkError) -> HTTPHeaders {
         var merged = HTTPHeaders()
         for behavior in additionalHeaders {
+            if let step, step.isAbandoned { throw .cancelled }
             let headers: HTTPHeaders
             do {
                 headers = try await behavior.additionalHeaders(for: request, context: context)
@@ -23,8 +27,11 @@ extension HookPlan {
 
     /// Runs members' `modify` first to last.
     @inline(__always)
-    package func runModify(_ request: inout HTTPRequest, context: RequestContext) async throws(NetworkError) {
+    package func runModify(_ request: inout HTTPRequest, context: RequestContext, step: (any StepSignal)? = nil)
+        async throws(NetworkError)
+    {
         for behavior in modify {
+            if let step, step.isAbandoned { throw .cancelled }
             do {
                 try await behavior.modify(&request, context: context)
             } catch {
@@ -41,8 +48,11 @@ extension HookPlan {
 
     /// Runs members' `validate` last to first; the first to throw fails the attempt.
     @inline(__always)
-    package func runValidate(_ response: HTTPResponse, context: RequestContext) async throws(NetworkError) {
+    package func runValidate(_ response: HTTPResponse, context: RequestContext, step: (any StepSignal)? = nil)
+        async throws(NetworkError)
+    {
         for behavior in validate {
+            if let step, step.isAbandoned { throw .cancelled }
             do {
                 try await behavior.validate(response, context: context)
             } catch {
@@ -53,10 +63,11 @@ extension HookPlan {
 
     /// Asks members first to last; the first `.retry` wins and later members are not asked.
     @inline(__always)
-    package func runRetryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
-        -> RetryDecision
-    {
+    package func runRetryDecision(
+        after failure: NetworkError, response: HTTPResponse?, context: RequestContext, step: (any StepSignal)? = nil
+    ) async -> RetryDecision {
         for behavior in retryDecision {
+            if let step, step.isAbandoned { return .doNotRetry }
             let decision = await behavior.retryDecision(after: failure, response: response, context: context)
             if case .retry = decision { return decision }
         }

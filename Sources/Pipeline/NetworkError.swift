@@ -34,6 +34,9 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugS
     case decodingFailed(HTTPResponse, underlying: any Error)
     /// The attempt took longer than the request's timeout.
     case timedOut
+    /// The response body (after content decoding, such as gzip) was larger than the request's
+    /// ``HTTPRequest/maxResponseSize``; the transfer was stopped when the limit was passed.
+    case responseTooLarge(limit: Int)
     /// The device has no network connection.
     case offline
     /// The server could not be reached or the connection broke: DNS failure, connection refused,
@@ -69,6 +72,7 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugS
         case .decodingFailed(let response, let underlying):
             "Decoding failed for \(response): \(Self.describe(underlying))"
         case .timedOut: "The request timed out"
+        case .responseTooLarge(let limit): "The response is larger than the limit of \(limit) bytes"
         case .offline: "The device is offline"
         case .connectionFailed(let underlying): "Connection failed: \(Self.describe(underlying))"
         case .cancelled: "The request was cancelled"
@@ -81,7 +85,8 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugS
 
     /// Describes an underlying error without printing anything it may carry (URLs with query
     /// strings, header values): its type and, for Foundation errors, domain and code.
-    /// A `DecodingError` keeps its coding path and message, which hold no values from the body.
+    /// A `DecodingError` keeps its kind and coding path only: its message can quote a value from
+    /// the body.
     package static func describe(_ error: any Error) -> String {
         switch error {
         case let error as NetworkError: return error.description
@@ -101,13 +106,13 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugS
         }
         switch error {
         case .typeMismatch(let type, let context):
-            return "type mismatch for \(type) at '\(path(context))': \(context.debugDescription)"
+            return "type mismatch for \(type) at '\(path(context))'"
         case .valueNotFound(let type, let context):
             return "missing \(type) value at '\(path(context))'"
         case .keyNotFound(let key, let context):
             return "missing key '\(key.stringValue)' at '\(path(context))'"
         case .dataCorrupted(let context):
-            return "data corrupted at '\(path(context))': \(context.debugDescription)"
+            return "data corrupted at '\(path(context))'"
         @unknown default:
             return "DecodingError"
         }

@@ -79,7 +79,8 @@ public final class RequestContext: Sendable {
         @usableFromInline var storage: [Entry] = []
         var cancelRequested = false
         var interruptible = false
-        var cancelWaiters: [CheckedContinuation<Void, Never>] = []
+        /// The guarded step `cancel()` must end now, if any (a request is in one step at a time).
+        var interruptTarget: (any ContextInterruptible)?
 
         @inlinable
         func value<Key: RequestContextKey>(_ key: Key.Type) -> Key.Value {
@@ -120,13 +121,45 @@ public final class RequestContext: Sendable {
     /// The request as the caller made it, before any behavior changed it.
     public let originalRequest: HTTPRequest
 
+    /// The origin of the sending client's base URL, which credential behaviors scope their
+    /// headers to by default; `nil` when the request was not sent by a client with a base URL.
+    public var baseOrigin: Origin? { scope?.origin }
+
+    /// The base origin, boxed: the client makes it once, and each request stores one reference
+    /// instead of copying the origin's strings.
+    private let scope: OriginScope?
+
+    /// Whether the request, as the caller made it, goes to ``baseOrigin`` (a relative path, or
+    /// an absolute URL on the same scheme, host and port). `true` when there is no base origin.
+    public let targetsBaseOrigin: Bool
+
     /// Creates a context for a new logical request.
     /// - Parameters:
     ///   - request: The request as the caller made it.
     ///   - requestID: Its identifier; by default a new one, assigned when first read.
-    public init(request: HTTPRequest, requestID: RequestID? = nil) {
+    ///   - baseOrigin: The origin of the sending client's base URL, if any.
+    ///   - targetsBaseOrigin: Whether the request goes to that origin.
+    public convenience init(
+        request: HTTPRequest, requestID: RequestID? = nil, baseOrigin: Origin? = nil, targetsBaseOrigin: Bool = true
+    ) {
+        self.init(request: request, requestID: requestID, scope: baseOrigin.map(OriginScope.init), targetsBaseOrigin: targetsBaseOrigin)
+    }
+
+    /// Creates a context with a client's boxed base origin.
+    package init(request: HTTPRequest, requestID: RequestID? = nil, scope: OriginScope?, targetsBaseOrigin: Bool) {
         self.originalRequest = request
+        self.scope = scope
+        self.targetsBaseOrigin = scope == nil || targetsBaseOrigin
         if let requestID { state.withLock { $0.requestID = requestID } }
+    }
+
+    /// Whether a credential may go with this request: to the client's base origin, or to one of
+    /// `allowed`. Credential behaviors call it before adding a header (DESIGN rule 11).
+    /// - Parameter allowed: Other origins the credential may go to.
+    public func credentialsAllowed(alsoTo allowed: Set<Origin>) -> Bool {
+        if targetsBaseOrigin { return true }
+        guard !allowed.isEmpty, let origin = Origin(originalRequest.url) else { return false }
+        return allowed.contains(origin)
     }
 
     /// Which attempt is being prepared, sent or judged: 1 for the first, 2 for the first retry…
@@ -136,27 +169,30 @@ public final class RequestContext: Sendable {
         state.withLock { $0.attempt = attempt }
     }
 
-    /// Asks the request to stop: an attempt in flight is interrupted if ``makeInterruptible()``
-    /// was called, no further attempt or retry starts, and the request fails with
-    /// ``NetworkError/cancelled`` (behaviors still get their `afterFailure`).
+    /// Asks the request to stop: no further attempt, retry or backoff wait starts, a backoff wait
+    /// in progress ends at once, an attempt in flight is interrupted if ``makeInterruptible()``
+    /// was called, and the request fails with ``NetworkError/cancelled`` (behaviors still get
+    /// their `afterFailure`).
     ///
     /// For behaviors that must stop a request from outside its task, such as a background task
     /// that expires.
     public func cancel() {
-        let waiters = state.withLock { state in
+        let target = state.withLock { state in
             state.cancelRequested = true
-            defer { state.cancelWaiters = [] }
-            return state.cancelWaiters
+            defer { state.interruptTarget = nil }
+            return state.interruptTarget
         }
-        waiters.forEach { $0.resume() }
+        target?.interrupt()
     }
 
     /// Whether ``cancel()`` was called.
     public var isCancelled: Bool { state.withLock { $0.cancelRequested } }
 
-    /// Lets ``cancel()`` interrupt an attempt that is already in flight. Call it from a
-    /// request-side hook (`additionalHeaders`, `modify`, `beforeSend`) of a behavior that may
-    /// cancel; it costs one task group per attempt, so requests that never need it don't pay.
+    /// Lets ``cancel()`` interrupt an attempt that is already in flight (its hooks and its
+    /// transport call), not only the waits between attempts. Call it from a request-side hook
+    /// (`additionalHeaders`, `modify`, `beforeSend`) of a behavior that may cancel; every attempt
+    /// then runs in a task of its own (a few microseconds), so requests that never need it don't
+    /// pay.
     public func makeInterruptible() {
         state.withLock { $0.interruptible = true }
     }
@@ -168,24 +204,14 @@ public final class RequestContext: Sendable {
         state.withLock { ($0.cancelRequested, $0.interruptible) }
     }
 
-    /// Returns when ``cancel()`` is called or the current task is cancelled.
-    package func waitUntilCancelled() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resumeNow = state.withLock { state -> Bool in
-                    if state.cancelRequested || Task.isCancelled { return true }
-                    state.cancelWaiters.append(continuation)
-                    return false
-                }
-                if resumeNow { continuation.resume() }
-            }
-        } onCancel: {
-            let waiters = state.withLock { state in
-                defer { state.cancelWaiters = [] }
-                return state.cancelWaiters
-            }
-            waiters.forEach { $0.resume() }
+    /// Makes `target` the step that ``cancel()`` ends (`nil` to clear it). If the request was
+    /// cancelled already, `target` is ended at once.
+    package func setInterruptTarget(_ target: (any ContextInterruptible)?) {
+        let cancelled = state.withLock { state -> Bool in
+            state.interruptTarget = state.cancelRequested ? nil : target
+            return state.cancelRequested
         }
+        if cancelled { target?.interrupt() }
     }
 
     /// Reads or writes the value stored for a key; reads the key's default until one is written.
@@ -212,4 +238,21 @@ public final class RequestContext: Sendable {
             return result
         }
     }
+}
+
+extension RequestContext: CustomReflectable {
+    /// A mirror of the request's identity only: behaviors keep tokens and other secrets in the
+    /// context's storage, so `dump(context)` shows neither the values nor the original request's
+    /// headers.
+    public var customMirror: Mirror {
+        Mirror(
+            self, children: ["requestID": requestID, "attempt": attempt, "request": originalRequest.description],
+            displayStyle: .class)
+    }
+}
+
+/// A client's base origin, made once per client and shared by its requests' contexts.
+package final class OriginScope: Sendable {
+    package let origin: Origin
+    package init(_ origin: Origin) { self.origin = origin }
 }

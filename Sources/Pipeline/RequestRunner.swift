@@ -4,11 +4,14 @@
 /// It is built once per client and holds no per-request state; everything a request needs
 /// lives in its ``RequestContext`` and on the stack of ``run(_:plan:context:decode:)``.
 package struct RequestRunner: Sendable {
-    package var transport: any HTTPTransport
-    package var clock: any Clock<Duration>
+    package let transport: any HTTPTransport
+    package let clock: any Clock<Duration>
     /// Hard cap on attempts per logical request, whatever behaviors decide.
-    package var attemptLimit: Int
-    package var acceptableStatusCodes: Set<Int>
+    package let attemptLimit: Int
+    package let acceptableStatusCodes: Set<Int>
+    /// Read once: a transport that honors cancellation is called directly when nothing else
+    /// needs guarding.
+    let transportHonorsCancellation: Bool
 
     package init(
         transport: any HTTPTransport, clock: any Clock<Duration> = ContinuousClock(), attemptLimit: Int = 10,
@@ -18,6 +21,15 @@ package struct RequestRunner: Sendable {
         self.clock = clock
         self.attemptLimit = max(1, attemptLimit)
         self.acceptableStatusCodes = acceptableStatusCodes
+        self.transportHonorsCancellation = transport.honorsCancellation
+    }
+
+    /// What one attempt came to, before decoding.
+    enum Exchange: Sendable {
+        /// A response with an acceptable status that every `validate` hook accepted.
+        case received(HTTPResponse)
+        /// The attempt failed; the response, if one arrived, is kept for `retryDecision`.
+        case failed(NetworkError, HTTPResponse?)
     }
 
     /// Runs `request` through the hooks of `plan` until it succeeds, fails for good or is cancelled.
@@ -27,38 +39,95 @@ package struct RequestRunner: Sendable {
     ///   `afterSuccess` / `afterFailure` runs before this returns or throws. If the first attempt
     ///   cannot be prepared, nothing was sent and no once-per-request hook runs.
     /// - `decode` turns the final response into the output; its failure fails the attempt.
+    /// - With a timeout, each attempt (preparing, sending, validating) must end within it, and so
+    ///   must the retry decision after a failed attempt; a step that overruns is abandoned.
+    ///   Cancellation ends every step and wait at once. `beforeSend`, `afterSuccess` and
+    ///   `afterFailure` always run to completion in the caller's task (they keep the balance).
     package func run<Output>(
         _ request: HTTPRequest, plan: HookPlan, context: RequestContext,
         decode: (HTTPResponse) throws -> Output
     ) async throws(NetworkError) -> Output {
         var attempt = 1
         var began = false
+        let timeout = request.timeout?.clampedForConveyor
         while true {
-            let failure: NetworkError
+            var failure: NetworkError
             var response: HTTPResponse?
-            do throws(NetworkError) {
-                if Task.isCancelled || context.isCancelled { throw .cancelled }
-                let prepared = try await prepare(request, plan: plan, context: context)
-                if !began {
-                    began = true
-                    if !plan.beforeSend.isEmpty { await plan.runBeforeSend(prepared, context: context) }
-                }
-                // One read of the context for both: a hook may have cancelled the request or made
-                // it interruptible.
-                let (cancelled, interruptible) = context.cancellationState
-                if cancelled || Task.isCancelled { throw .cancelled }
-                let received = try await send(prepared, context: context, interruptible: interruptible)
-                let output: Output
+            let (cancelled, interruptible) = context.cancellationState
+            if cancelled || Task.isCancelled {
+                failure = .cancelled
+            } else if timeout == .zero {
+                failure = .timedOut  // no time at all (a zero or negative timeout): nothing is sent
+            } else if timeout == nil && !interruptible {
+                // The common case, written out here so it stays one async frame: hooks run
+                // directly in the caller's task, and so does a transport that honors
+                // cancellation. No task is created.
                 do throws(NetworkError) {
-                    output = try await judge(received, plan: plan, context: context, decode: decode)
+                    // Preparing, as `prepare` does, written out so it stays in this frame.
+                    var prepared = request
+                    if !plan.additionalHeaders.isEmpty {
+                        Self.add(try await plan.runAdditionalHeaders(for: request, context: context), to: &prepared)
+                    }
+                    if !plan.modify.isEmpty { try await plan.runModify(&prepared, context: context) }
+                    try Self.checkHeaders(of: prepared)
+                    if !began {
+                        began = true
+                        if !plan.beforeSend.isEmpty { await plan.runBeforeSend(prepared, context: context) }
+                    }
+                    // One read of the context for both: a hook may have cancelled the request or
+                    // made it interruptible.
+                    let (cancelled, nowInterruptible) = context.cancellationState
+                    if cancelled || Task.isCancelled { throw .cancelled }
+                    let received: HTTPResponse
+                    if nowInterruptible || !transportHonorsCancellation {
+                        switch await guardedExchange(
+                            prepared, plan: plan, context: context, deadline: nil, interruptible: nowInterruptible)
+                        {
+                        case .received(let answer): received = answer
+                        case .failed(let error, let kept):
+                            response = kept
+                            throw error
+                        }
+                    } else {
+                        received = try await sendDirectly(prepared)
+                        if !plan.validate.isEmpty {
+                            do throws(NetworkError) {
+                                try await plan.runValidate(received, context: context)
+                            } catch {
+                                response = received  // kept for `retryDecision`
+                                throw error
+                            }
+                        }
+                    }
+                    do throws(NetworkError) {
+                        let output = try Self.decodeOutput(received, decode)
+                        if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(received, context: context) }
+                        return output
+                    } catch {
+                        response = received
+                        throw error
+                    }
                 } catch {
-                    response = received  // kept for `retryDecision`; copied only when judging fails
-                    throw error
+                    failure = error
                 }
-                if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(received, context: context) }
-                return output
-            } catch {
-                failure = error
+            } else {
+                switch await guardedAttempt(
+                    request, plan: plan, context: context, deadline: timeout.map { Deadline(after: $0, on: clock) },
+                    interruptible: interruptible, began: &began)
+                {
+                case .received(let received):
+                    do throws(NetworkError) {
+                        let output = try Self.decodeOutput(received, decode)
+                        if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(received, context: context) }
+                        return output
+                    } catch {
+                        failure = error
+                        response = received  // kept for `retryDecision`
+                    }
+                case .failed(let error, let kept):
+                    failure = error
+                    response = kept
+                }
             }
 
             // Failure path: stop, or ask the chain whether to try again.
@@ -67,20 +136,30 @@ package struct RequestRunner: Sendable {
                 await plan.runAfterFailure(.cancelled, context: context)
                 throw .cancelled
             }
-            guard attempt < attemptLimit,
-                case .retry(let delay) = await plan.runRetryDecision(
-                    after: failure, response: response ?? failure.response, context: context)
-            else {
+            guard attempt < attemptLimit, !plan.retryDecision.isEmpty else {
                 await plan.runAfterFailure(failure, context: context)
                 throw failure
             }
-            if delay > .zero {
-                do {
-                    try await wait(delay, context: context)
-                } catch {
-                    await plan.runAfterFailure(.cancelled, context: context)
-                    throw .cancelled
-                }
+            let decision: RetryDecision
+            switch await decide(
+                after: failure, response: response ?? failure.response, plan: plan, context: context, timeout: timeout)
+            {
+            case .finished(let answer): decision = answer
+            case .timedOut: failure = .timedOut; decision = .doNotRetry
+            case .cancelled: failure = .cancelled; decision = .doNotRetry
+            }
+            if failure.isCancellation || Task.isCancelled || context.isCancelled {
+                await plan.runAfterFailure(.cancelled, context: context)
+                throw .cancelled
+            }
+            guard case .retry(let delay) = decision else {
+                await plan.runAfterFailure(failure, context: context)
+                throw failure
+            }
+            let wait = delay.clampedForConveyor
+            if wait > .zero, await !backoff(wait, context: context) {
+                await plan.runAfterFailure(.cancelled, context: context)
+                throw .cancelled
             }
             if Task.isCancelled || context.isCancelled {
                 await plan.runAfterFailure(.cancelled, context: context)
@@ -91,118 +170,222 @@ package struct RequestRunner: Sendable {
         }
     }
 
+    /// One attempt under a deadline or on an interruptible context, in guarded steps: the whole
+    /// attempt in one, except the first attempt of a chain with `beforeSend` hooks, which is
+    /// prepared in one step and sent in another (`beforeSend` runs between them, in the caller's
+    /// task, since it must run to completion). Sets `began` once the first attempt is prepared.
+    func guardedAttempt(
+        _ request: HTTPRequest, plan: HookPlan, context: RequestContext, deadline: Deadline?, interruptible: Bool,
+        began: inout Bool
+    ) async -> Exchange {
+        let interrupter = interruptible ? context : nil
+        if began || plan.beforeSend.isEmpty {
+            // Nothing runs between preparing and sending: one step for the whole attempt.
+            let (outcome, checkpoints, cancelledItself) = await GuardedStep.run(
+                deadline: deadline, cancelledBy: interrupter
+            ) { step in
+                await self.prepareAndExchange(request, plan: plan, context: context, step: step)
+            }
+            if checkpoints > 0 { began = true }  // prepared: the attempt counts as begun
+            if cancelledItself { context.cancel() }
+            return Self.exchange(from: outcome)
+        }
+
+        let prepared: HTTPRequest
+        if plan.additionalHeaders.isEmpty && plan.modify.isEmpty {
+            do throws(NetworkError) {
+                prepared = try await prepare(request, plan: plan, context: context, step: nil)  // no hook to guard
+            } catch {
+                return .failed(error, nil)
+            }
+        } else {
+            let (outcome, _, cancelledItself) = await GuardedStep.run(deadline: deadline, cancelledBy: interrupter) {
+                step -> Result<HTTPRequest, NetworkError> in
+                do throws(NetworkError) {
+                    return .success(try await self.prepare(request, plan: plan, context: context, step: step))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            // A hook cancelled the step's task: the request is cancelled, as it would be had the
+            // hook run in the caller's task.
+            if cancelledItself { context.cancel() }
+            switch outcome {
+            case .finished(.success(let attempt)): prepared = attempt
+            case .finished(.failure(let error)): return .failed(error, nil)
+            case .timedOut: return .failed(.timedOut, nil)
+            case .cancelled: return .failed(.cancelled, nil)
+            }
+        }
+        began = true
+        await plan.runBeforeSend(prepared, context: context)
+        let (cancelled, nowInterruptible) = context.cancellationState
+        if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
+        return await guardedExchange(
+            prepared, plan: plan, context: context, deadline: deadline, interruptible: nowInterruptible)
+    }
+
+    /// Sends and judges a prepared attempt in a guarded step.
+    private func guardedExchange(
+        _ prepared: HTTPRequest, plan: HookPlan, context: RequestContext, deadline: Deadline?, interruptible: Bool
+    ) async -> Exchange {
+        let (outcome, _, cancelledItself) = await GuardedStep.run(
+            deadline: deadline, cancelledBy: interruptible ? context : nil
+        ) { step in
+            await self.exchange(prepared, plan: plan, context: context, step: step)
+        }
+        if cancelledItself { context.cancel() }
+        return Self.exchange(from: outcome)
+    }
+
+    private static func exchange(from outcome: GuardedStep<Exchange>.Outcome) -> Exchange {
+        switch outcome {
+        case .finished(let exchange): exchange
+        case .timedOut: .failed(.timedOut, nil)
+        case .cancelled: .failed(.cancelled, nil)
+        }
+    }
+
+    /// A whole attempt inside one guarded step.
+    private func prepareAndExchange(
+        _ request: HTTPRequest, plan: HookPlan, context: RequestContext, step: GuardedStep<Exchange>
+    ) async -> Exchange {
+        let prepared: HTTPRequest
+        do throws(NetworkError) {
+            prepared = try await prepare(request, plan: plan, context: context, step: step)
+        } catch {
+            return .failed(error, nil)
+        }
+        guard step.checkpoint() else { return .failed(.cancelled, nil) }
+        if Task.isCancelled || context.isCancelled { return .failed(.cancelled, nil) }
+        return await exchange(prepared, plan: plan, context: context, step: step)
+    }
+
+    /// Sends a prepared attempt and judges the response: size, acceptable status, then
+    /// `validate` hooks (last to first).
+    @inline(__always)
+    func exchange(_ prepared: HTTPRequest, plan: HookPlan, context: RequestContext, step: GuardedStep<Exchange>) async
+        -> Exchange
+    {
+        // An abandoned step never sends: the caller already has its answer.
+        if !step.checkpoint() { return .failed(.cancelled, nil) }
+        let received: HTTPResponse
+        do throws(NetworkError) {
+            received = try await sendDirectly(prepared)
+        } catch {
+            return .failed(error, nil)
+        }
+        if !plan.validate.isEmpty {
+            do throws(NetworkError) {
+                try await plan.runValidate(received, context: context, step: step)
+            } catch {
+                return .failed(error, received)
+            }
+        }
+        return .received(received)
+    }
+
+    /// Calls the transport and judges what it returned: the body's size, then the status.
+    @inline(__always)
+    func sendDirectly(_ prepared: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
+        let received: HTTPResponse
+        do {
+            received = try await transport.send(prepared)
+        } catch {
+            throw NetworkError(transportError: error)
+        }
+        if let limit = prepared.maxResponseSize, received.body.count > limit { throw .responseTooLarge(limit: limit) }
+        guard acceptableStatusCodes.contains(received.status) else {
+            switch received.status {
+            case 401: throw .unauthorized(received)
+            case 404: throw .notFound(received)
+            default: throw .unacceptableStatus(received)
+            }
+        }
+        return received
+    }
+
+    /// Asks the chain whether to retry; under a deadline as long as the request's timeout, and
+    /// interruptible by `context.cancel()` when the context is.
+    private func decide(
+        after failure: NetworkError, response: HTTPResponse?, plan: HookPlan, context: RequestContext,
+        timeout: Duration?
+    ) async -> GuardedStep<RetryDecision>.Outcome {
+        let interruptible = context.isInterruptible
+        if timeout == .zero { return .timedOut }
+        guard timeout != nil || interruptible else {
+            return .finished(await plan.runRetryDecision(after: failure, response: response, context: context))
+        }
+        let deadline = timeout.map { Deadline(after: $0, on: clock) }
+        let (outcome, _, cancelledItself) = await GuardedStep.run(
+            deadline: deadline, cancelledBy: interruptible ? context : nil
+        ) { step in
+            await plan.runRetryDecision(after: failure, response: response, context: context, step: step)
+        }
+        if cancelledItself { context.cancel() }
+        return outcome
+    }
+
     /// Builds one attempt: behavior headers (explicit request headers win), then `modify`,
     /// then header validation.
-    @inline(__always)
     func prepare(
-        _ request: HTTPRequest, plan: HookPlan, context: RequestContext
+        _ request: HTTPRequest, plan: HookPlan, context: RequestContext, step: (any StepSignal)?
     ) async throws(NetworkError) -> HTTPRequest {
         var attempt = request
         if !plan.additionalHeaders.isEmpty {
-            let added = try await plan.runAdditionalHeaders(for: request, context: context)
-            if request.headers.isEmpty {
-                attempt.headers = added  // nothing to override: share the merged list, no copy
-            } else {
-                for field in added where !request.headers.contains(field.name) {
-                    attempt.headers.add(name: field.name, value: field.value)
-                }
-            }
+            Self.add(try await plan.runAdditionalHeaders(for: request, context: context, step: step), to: &attempt)
         }
-        if !plan.modify.isEmpty { try await plan.runModify(&attempt, context: context) }
-        if let (name, failure) = attempt.headers.firstInvalidField() {
-            let printable = name.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "?" }.joined()
-            switch failure {
-            case .emptyName: throw .invalidRequest("a header has an empty name")
-            case .invalidName: throw .invalidRequest("header name '\(printable)' is not a valid HTTP token")
-            case .invalidValue:
-                throw .invalidRequest("header '\(printable)' has a value with CR, LF, NUL or another control character")
-            }
-        }
+        if !plan.modify.isEmpty { try await plan.runModify(&attempt, context: context, step: step) }
+        try Self.checkHeaders(of: attempt)
         return attempt
     }
 
-    /// Waits a backoff delay on the clock; an interruptible context's `cancel()` ends it early.
-    private func wait(_ delay: Duration, context: RequestContext) async throws {
-        guard context.isInterruptible else { return try await clock.sleep(for: delay) }
-        let clock = self.clock
-        let slept = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { (try? await clock.sleep(for: delay)) != nil }
-            group.addTask {
-                await context.waitUntilCancelled()
-                return false
+    /// Adds the behaviors' merged headers to an attempt, except where the caller's request set
+    /// a field of the same name.
+    @inline(__always)
+    static func add(_ added: HTTPHeaders, to attempt: inout HTTPRequest) {
+        if attempt.headers.isEmpty {
+            attempt.headers = added  // nothing to override: share the merged list, no copy
+        } else {
+            let own = attempt.headers
+            for field in added where !own.contains(field.name) {
+                attempt.headers.add(name: field.name, value: field.value)
             }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
         }
-        if !slept { throw CancellationError() }
     }
 
-    /// Sends one attempt. Races the transport against the request's timeout on the clock (if
-    /// there is one) and against `context.cancel()` (if the context is interruptible); otherwise
-    /// calls the transport directly, with no task group.
+    /// Rejects a header name that is not a token, or a value with CR, LF, NUL or another control
+    /// character, naming the header and never quoting its value.
     @inline(__always)
-    func send(_ request: HTTPRequest, context: RequestContext, interruptible: Bool) async throws(NetworkError)
-        -> HTTPResponse
+    static func checkHeaders(of attempt: HTTPRequest) throws(NetworkError) {
+        guard let (name, failure) = attempt.headers.firstInvalidField() else { return }
+        let printable = name.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "?" }.joined()
+        switch failure {
+        case .emptyName: throw .invalidRequest("a header has an empty name")
+        case .invalidName: throw .invalidRequest("header name '\(printable)' is not a valid HTTP token")
+        case .invalidValue:
+            throw .invalidRequest("header '\(printable)' has a value with CR, LF, NUL or another control character")
+        }
+    }
+
+    /// Waits a backoff delay on the clock. `context.cancel()` and the task's cancellation end it
+    /// at once (a clock that ignores cancellation is abandoned).
+    /// - Returns: Whether the whole delay passed.
+    private func backoff(_ delay: Duration, context: RequestContext) async -> Bool {
+        let clock = self.clock
+        let (outcome, _, _) = await GuardedStep.run(deadline: nil, cancelledBy: context) { _ in
+            (try? await clock.sleep(for: delay)) != nil
+        }
+        if case .finished(true) = outcome { return true }
+        return false
+    }
+
+    /// Decodes the final response; a `NetworkError` passes through, anything else becomes
+    /// ``NetworkError/decodingFailed(_:underlying:)``.
+    @inline(__always)
+    static func decodeOutput<Output>(_ response: HTTPResponse, _ decode: (HTTPResponse) throws -> Output)
+        throws(NetworkError) -> Output
     {
-        guard request.timeout != nil || interruptible else {
-            do {
-                return try await transport.send(request)
-            } catch {
-                throw NetworkError(transportError: error)
-            }
-        }
-        let transport = self.transport
-        let clock = self.clock
-        let first = await withTaskGroup(of: Result<HTTPResponse, NetworkError>?.self) { group in
-            group.addTask {
-                do {
-                    return .success(try await transport.send(request))
-                } catch {
-                    return .failure(NetworkError(transportError: error))
-                }
-            }
-            if let timeout = request.timeout {
-                group.addTask {
-                    do {
-                        try await clock.sleep(for: timeout)
-                        return nil  // the timer fired first
-                    } catch {
-                        return .failure(.cancelled)
-                    }
-                }
-            }
-            if interruptible {
-                group.addTask {
-                    await context.waitUntilCancelled()
-                    return .failure(.cancelled)
-                }
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
-        switch first {
-        case nil: throw .timedOut
-        case .success(let response): return response
-        case .failure(let error): throw error
-        }
-    }
-
-    /// Judges a response: acceptable status, then `validate` hooks, then decoding.
-    @inline(__always)
-    private func judge<Output>(
-        _ response: HTTPResponse, plan: HookPlan, context: RequestContext,
-        decode: (HTTPResponse) throws -> Output
-    ) async throws(NetworkError) -> Output {
-        guard acceptableStatusCodes.contains(response.status) else {
-            switch response.status {
-            case 401: throw .unauthorized(response)
-            case 404: throw .notFound(response)
-            default: throw .unacceptableStatus(response)
-            }
-        }
-        if !plan.validate.isEmpty { try await plan.runValidate(response, context: context) }
         do {
             return try decode(response)
         } catch let error as NetworkError {

@@ -120,13 +120,13 @@ final class FakeTaskRunner: BackgroundTaskRunner {
         #expect(runner.openIDs.isEmpty)
     }
 
-    @Test func expirationCanInterruptTheAttemptInFlightAndEndsTheTaskOnce() async {
+    @Test func byDefaultExpirationInterruptsTheAttemptInFlightAndEndsTheTaskOnce() async {
         let runner = FakeTaskRunner()
         let clock = ManualClock()
         let mock = MockTransport(clock: clock)
         mock.enqueue(.delayed(.seconds(600), .status(200)))
         let client = makeClient(mock, clock: clock) {
-            BackgroundTaskBehavior(runner: runner, interruptsInFlightAttempt: true)
+            BackgroundTaskBehavior(runner: runner)
             RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
         }
         let task = Task { await outcome { try await client.send(Request<Void>(path: "/upload")) } }
@@ -137,13 +137,13 @@ final class FakeTaskRunner: BackgroundTaskRunner {
         #expect(mock.requests.count == 1)  // no retry after the expiration
     }
 
-    @Test func byDefaultExpirationStopsTheRequestAtItsNextStep() async {
+    @Test func withoutInFlightInterruptionExpirationStopsTheRequestAtItsNextStep() async {
         let runner = FakeTaskRunner()
         let clock = ManualClock()
         let mock = MockTransport(clock: clock)
         mock.enqueue(.delayed(.seconds(5), .status(503)), .status(200))
         let client = makeClient(mock, clock: clock) {
-            BackgroundTaskBehavior(runner: runner)
+            BackgroundTaskBehavior(runner: runner, interruptsInFlightAttempt: false)
             RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
         }
         let task = Task { await outcome { try await client.send(Request<Void>(path: "/upload")) } }
@@ -151,6 +151,27 @@ final class FakeTaskRunner: BackgroundTaskRunner {
         runner.expireAll()
         clock.advance(by: .seconds(5))  // the attempt finishes on its own with a 503…
         #expect(await task.value == "cancelled")  // …and no retry follows
+        #expect(mock.requests.count == 1)
+        #expect(runner.state.withLock { $0.ended } == [1])
+    }
+
+    /// Expiry at 0.1 s during a `Retry-After: 5` wait used to end the request at 5 s.
+    @Test(arguments: [true, false])
+    func expiryDuringARetryWaitEndsTheRequestAtOnce(interrupting: Bool) async {
+        let runner = FakeTaskRunner()
+        let clock = ManualClock()
+        let mock = MockTransport()
+        mock.enqueue(.status(503, headers: ["Retry-After": "5"]), .status(200))
+        let client = makeClient(mock, clock: clock) {
+            BackgroundTaskBehavior(runner: runner, interruptsInFlightAttempt: interrupting)
+            RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
+        }
+        let task = Task { await outcome { try await client.send(Request<Void>(path: "/upload")) } }
+        await clock.waitForSleepers(1)  // the 5 s backoff wait has begun
+        #expect(clock.sleeps == [.seconds(5)])
+        runner.expireAll()
+        #expect(await task.value == "cancelled")
+        #expect(clock.now == ManualClock.Instant(), "the request ended without the clock moving")
         #expect(mock.requests.count == 1)
         #expect(runner.state.withLock { $0.ended } == [1])
     }

@@ -61,6 +61,26 @@ final class CapturingSink: LogSink {
         #expect(text.contains(#""access_token":"***""#) && text.contains(#""name":"ann""#))
     }
 
+    /// A form body is recognized whatever the case of its content type, and a custom auth header
+    /// is a credential like `Authorization`.
+    @Test func formBodiesInAnyCaseAndCustomAuthHeadersAreRedacted() async {
+        let mock = MockTransport()
+        mock.enqueue(.status(204))
+        let sink = CapturingSink()
+        let client = makeClient(mock) {
+            AuthTokenBehavior(tokens: InMemoryTokenStore(token: "tok-SECRET"), header: .custom("X-Session-Ticket"))
+            LoggingBehavior(sink: sink, bodyPreviewLimit: 500)
+        }
+        let request = Request<Void>(
+            method: .post, path: "/login", headers: ["Content-Type": "Application/X-WWW-Form-URLEncoded; charset=UTF-8"],
+            body: .data(Data("user=ann&password=pw-SECRET".utf8), contentType: "ignored"))
+        _ = await outcome { try await client.send(request) }
+        let text = sink.messages.joined(separator: "\n")
+        #expect(text.contains("user=ann&password=***"), "\(text)")
+        #expect(text.contains("X-Session-Ticket: ***"))
+        #expect(!text.contains("SECRET"))
+    }
+
     @Test func aDisabledSinkGetsNothing() async {
         let mock = MockTransport()
         mock.enqueue(.status(200))

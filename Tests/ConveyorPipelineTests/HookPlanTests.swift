@@ -143,4 +143,64 @@ import Testing
         #expect(outer.behaviors.map(\.name) == ["NothingAtAll", "NothingEither", "NothingAtAll"])
         #expect(outer.appending([inner]).behaviors.count == 5)
     }
+
+    /// Its own types, so other tests cannot teach the registry about them first.
+    struct SettlingObserver: RequestBehavior {
+        let calls: Locked<[String]>
+        func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
+            calls.withLock { $0.append("afterSuccess") }
+        }
+        // afterFailure, validate, retryDecision…: defaults, first reached late.
+    }
+    struct SettlingProbe: RequestBehavior {}
+
+    @Test func aClientsPlanSettlesAfterManyUnchangedRequests() async throws {
+        let mock = MockTransport()
+        mock.stub(nil, "/api/x", reply: .status(200))
+        let calls = Locked<[String]>([])
+        let client = makeClient(mock) {
+            SettlingObserver(calls: calls)
+            SettlingProbe()
+        }
+        // Before it settles, a newly learned default refreshes the plan.
+        try await client.send(Request<Void>(path: "/x"))
+        let early = client.behaviors.plan()
+        #expect(early.afterFailure.count == 2)  // no failure seen yet: afterFailure not learned
+        // Settle: once its plan has been unchanged for `settleAfter` requests, the client no longer
+        // looks at the registry, so a change there leaves its plan as it is. Other tests teach the
+        // registry in parallel (which restarts the count), so this may take a few rounds.
+        let markers: [Any.Type] = [Int8.self, Int16.self, Int32.self, UInt8.self, UInt16.self, UInt32.self, Float.self]
+        var settledPlan: HookPlan?
+        var requests = 1
+        for round in 0..<(markers.count * RequestHook.allCases.count) where settledPlan == nil {
+            for _ in 0..<(HookPlanCache.settleAfter + 1) { try await client.send(Request<Void>(path: "/x")) }
+            requests += HookPlanCache.settleAfter + 1
+            let plan = client.behaviors.plan()
+            let hooks = RequestHook.allCases
+            DefaultHooks.record(markers[round / hooks.count], hooks[round % hooks.count])  // a registry change
+            if client.behaviors.plan() === plan { settledPlan = plan }
+        }
+        let settled = try #require(settledPlan, "the plan never settled")
+
+        // After settling, a default first reached now is still called (it costs, never changes
+        // behavior), and the plan no longer changes.
+        mock.stub(nil, "/api/fail", reply: .status(500))
+        for _ in 0..<3 {
+            do throws(NetworkError) {
+                try await client.send(Request<Void>(path: "/fail"))
+                Issue.record("a 500 succeeded")
+            } catch {
+                #expect(error.status == 500)
+            }
+        }
+        #expect(client.behaviors.plan() === settled)
+        #expect(settled.afterFailure.count == 2)
+        // A fresh client learns from the registry: afterFailure is now known to be a default.
+        let fresh = makeClient(mock) {
+            SettlingObserver(calls: calls)
+            SettlingProbe()
+        }
+        #expect(fresh.behaviors.plan().afterFailure.isEmpty)
+        #expect(calls.withLock { $0.count } == requests)
+    }
 }

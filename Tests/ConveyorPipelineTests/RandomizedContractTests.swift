@@ -1,45 +1,78 @@
+import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
 
-// Randomized contract test: a seeded generator builds scenarios (random chains, hooks that pass,
-// throw, suspend or cancel, a transport that answers any status, throws or hangs until cancelled,
-// random retry decisions). A small reference model written from DESIGN.md's contract predicts
-// the exact hook trace and outcome; the engine must produce exactly that. Independent invariants
-// (balance, nothing after the outcome, attempt cap) are checked on the real trace too.
+// Randomized contract test: a seeded generator builds scenarios, and a small reference model
+// written from DESIGN.md's contract predicts the exact hook trace and outcome; the engine must
+// produce exactly that. Independent invariants (balance, nothing after the outcome, attempt cap)
+// are checked on the real trace too.
+//
+// A scenario draws:
+// - a chain of 0–12 behaviors of five kinds: every hook, headers only, observer (beforeSend and
+//   the outcome hooks), judge (validate and retryDecision) and none at all, so the chain's
+//   skipping of learned no-op defaults is exercised;
+// - which behaviors are the client's and which the request's own, and client behaviors the
+//   request leaves out by name;
+// - a per-attempt timeout (or none), and a transport that says it honors cancellation (called
+//   directly) or not (called in a guarded step);
+// - per hook and attempt: pass, throw, suspend, cancel the task, cancel the context, and with a
+//   timeout: hang until cancelled, or hang ignoring cancellation (abandoned at the deadline);
+// - per attempt, the transport: any status, any transport error, hang until cancelled, or with
+//   a timeout hang until the deadline (cooperatively or not);
+// - retry decisions (delays, or a decision that hangs until the deadline, as a stuck token
+//   refresh does) and attempt limits.
 //
 // Replay one scenario: CONVEYOR_FUZZ_SEED=<seed> CONVEYOR_FUZZ_COUNT=1 swift test --filter Randomized
 
-/// SplitMix64: small, fast, seedable.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 enum HookAction: Hashable, Sendable {
     case pass, `throw`, suspend, cancelTask, cancelContext
+    /// Fires the attempt's deadline, then waits until its task is cancelled (only with a timeout).
+    case hang
+    /// Fires the attempt's deadline, then waits ignoring cancellation (only with a timeout).
+    case hangIgnoringCancellation
 }
 
 enum TransportAction: Hashable, Sendable {
     case respond(Int)
     case fail(URLError.Code)
-    case hangUntilCancelled  // cancels the request's task while in flight, then waits
+    case hangUntilCancelled  // cancels its own task while in flight, then waits
+    case hangUntilDeadline(ignoringCancellation: Bool)  // only with a timeout
+}
+
+/// Which hooks a behavior type implements; the others are the protocol's no-op defaults.
+enum BehaviorKind: CaseIterable, Sendable {
+    case full, headersOnly, observer, judge, silent
+
+    func implements(_ hook: RequestHook) -> Bool {
+        switch self {
+        case .full: true
+        case .headersOnly: hook == .additionalHeaders
+        case .observer: [.beforeSend, .afterSuccess, .afterFailure].contains(hook)
+        case .judge: hook == .validate || hook == .retryDecision
+        case .silent: false
+        }
+    }
 }
 
 struct Scenario: Sendable, CustomStringConvertible {
+    static let timeout = Duration.seconds(1000)
+
     let seed: UInt64
-    let behaviorCount: Int
+    let kinds: [BehaviorKind]
+    /// Behaviors `0..<clientCount` are the client's; the rest are the request's own.
+    let clientCount: Int
+    /// Client behaviors the request leaves out.
+    let excluded: Set<Int>
+    let hasTimeout: Bool
+    let cooperativeTransport: Bool
     let attemptLimit: Int
     /// Action per (behavior, hook, attempt); missing = pass.
     let hooks: [HookKey: HookAction]
     /// Retry answer per (behavior, attempt): delay in ms, or nil for doNotRetry.
     let retries: [RetryKey: Int]
+    /// Retry decisions that hang (with a timeout only); `true` = ignoring cancellation.
+    let hangingDecisions: [RetryKey: Bool]
     /// Transport action per call (the n-th call to the transport; an attempt that fails while
     /// being prepared makes no call).
     let transport: [Int: TransportAction]
@@ -47,52 +80,78 @@ struct Scenario: Sendable, CustomStringConvertible {
     struct HookKey: Hashable, Sendable { let behavior: Int; let hook: RequestHook; let attempt: Int }
     struct RetryKey: Hashable, Sendable { let behavior: Int; let attempt: Int }
 
+    var behaviorCount: Int { kinds.count }
+
+    /// The request's chain, outermost first.
+    var chain: [Int] { (0..<clientCount).filter { !excluded.contains($0) } + Array(clientCount..<behaviorCount) }
+
     func action(_ behavior: Int, _ hook: RequestHook, _ attempt: Int) -> HookAction {
         hooks[HookKey(behavior: behavior, hook: hook, attempt: attempt)] ?? .pass
     }
 
-    var description: String { "scenario seed \(seed): \(behaviorCount) behaviors, attempt limit \(attemptLimit)" }
+    var description: String {
+        "scenario seed \(seed): \(behaviorCount) behaviors \(kinds), \(clientCount) on the client, excluded \(excluded.sorted()), "
+            + "timeout \(hasTimeout), cooperative transport \(cooperativeTransport), attempt limit \(attemptLimit)"
+    }
 
     init(seed: UInt64) {
         var rng = SplitMix64(state: seed)
         self.seed = seed
-        behaviorCount = Int.random(in: 0...12, using: &rng)
+        let count = Int.random(in: 0...12, using: &rng)
+        let allKinds = BehaviorKind.allCases
+        kinds = (0..<count).map { _ in
+            Int.random(in: 0..<100, using: &rng) < 60 ? .full : allKinds.randomElement(using: &rng) ?? .full
+        }
+        clientCount = Int.random(in: 0...count, using: &rng)
+        excluded = Set((0..<clientCount).filter { _ in Int.random(in: 0..<100, using: &rng) < 15 })
+        hasTimeout = Int.random(in: 0..<100, using: &rng) < 35
+        cooperativeTransport = Bool.random(using: &rng)
         attemptLimit = Int.random(in: 1...5, using: &rng)
         var hooks: [HookKey: HookAction] = [:]
         var retries: [RetryKey: Int] = [:]
+        var hanging: [RetryKey: Bool] = [:]
         var transport: [Int: TransportAction] = [:]
         let statuses = [200, 201, 204, 301, 400, 401, 404, 408, 429, 500, 503]
         let errors: [URLError.Code] = [.timedOut, .networkConnectionLost, .notConnectedToInternet, .badServerResponse, .cancelled]
         for attempt in 1...attemptLimit {
-            for behavior in 0..<behaviorCount {
+            for behavior in 0..<count {
                 for hook in RequestHook.allCases where hook != .retryDecision {
                     let roll = Int.random(in: 0..<1000, using: &rng)
                     let canThrow = [.additionalHeaders, .modify, .validate].contains(hook)
                     let canCancel = ![.afterSuccess, .afterFailure].contains(hook)
+                    let canHang = hasTimeout && canThrow
                     let action: HookAction =
                         switch roll {
                         case 0..<15 where canThrow: .throw
                         case 15..<22 where canCancel: .cancelTask
                         case 22..<27 where canCancel: .cancelContext
-                        case 27..<120: .suspend
+                        case 27..<37 where canHang: .hang
+                        case 37..<42 where canHang: .hangIgnoringCancellation
+                        case 42..<135: .suspend
                         default: .pass
                         }
                     if action != .pass { hooks[HookKey(behavior: behavior, hook: hook, attempt: attempt)] = action }
                 }
-                if Int.random(in: 0..<100, using: &rng) < 25 {
-                    retries[RetryKey(behavior: behavior, attempt: attempt)] = [0, 0, 5, 1000].randomElement(using: &rng)
+                let key = RetryKey(behavior: behavior, attempt: attempt)
+                let roll = Int.random(in: 0..<100, using: &rng)
+                if roll < 25 {
+                    retries[key] = [0, 0, 5, 1000].randomElement(using: &rng)
+                } else if hasTimeout && roll < 29 {
+                    hanging[key] = Bool.random(using: &rng)
                 }
             }
             let roll = Int.random(in: 0..<100, using: &rng)
             transport[attempt] =
                 switch roll {
-                case 0..<55: .respond(statuses.randomElement(using: &rng) ?? 200)
-                case 55..<92: .fail(errors.randomElement(using: &rng) ?? .timedOut)
+                case 0..<52: .respond(statuses.randomElement(using: &rng) ?? 200)
+                case 52..<86: .fail(errors.randomElement(using: &rng) ?? .timedOut)
+                case 86..<93 where hasTimeout: .hangUntilDeadline(ignoringCancellation: Bool.random(using: &rng))
                 default: .hangUntilCancelled
                 }
         }
         self.hooks = hooks
         self.retries = retries
+        self.hangingDecisions = hanging
         self.transport = transport
     }
 }
@@ -105,23 +164,43 @@ struct TraceEvent: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// The contract, written as plainly as possible: the expected trace and outcome of a scenario.
+///
+/// With a timeout, an attempt runs in guarded steps: the whole attempt in one, except the first
+/// attempt of a chain with `beforeSend` hooks, which is prepared in one step and sent in another
+/// (`beforeSend` runs between them, in the caller's task). A hook that cancels its own task
+/// cancels its step's task. A hang fires the deadline: the step ends with `.timedOut` and calls
+/// no further hook. The retry decision gets a deadline of its own.
 func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String) {
-    let n = scenario.behaviorCount
+    let chain = scenario.chain
     var trace: [TraceEvent] = []
     var cancelled = false
+    /// A hook cancelled the task the current step runs in (with a timeout, the step's own task).
+    var stepCancelled = false
     var began = false
     var attempt = 1
     var transportCalls = 0
 
-    func hook(_ b: Int, _ h: RequestHook) -> HookAction {
+    func members(_ hook: RequestHook) -> [Int] { chain.filter { scenario.kinds[$0].implements(hook) } }
+    /// Records a hook call and applies its action; returns a failure if it ends the phase.
+    func hook(_ b: Int, _ h: RequestHook) -> String? {
         trace.append(TraceEvent(behavior: b, hook: h, attempt: attempt))
-        let action = scenario.action(b, h, attempt)
-        if action == .cancelTask || action == .cancelContext { cancelled = true }
-        return action
+        switch scenario.action(b, h, attempt) {
+        case .pass, .suspend: return nil
+        case .throw: return "behaviorFailed"
+        case .cancelTask:
+            cancelled = true
+            stepCancelled = true
+            return nil
+        case .cancelContext:
+            cancelled = true
+            return nil
+        case .hang: return stepCancelled ? "cancelled" : "timedOut"  // a cancelled task doesn't wait
+        case .hangIgnoringCancellation: return "timedOut"
+        }
     }
     func finish(_ outcome: String) -> (trace: [TraceEvent], outcome: String) {
         if began {
-            for b in (0..<n).reversed() {
+            for b in members(outcome == "success" ? .afterSuccess : .afterFailure).reversed() {
                 trace.append(TraceEvent(behavior: b, hook: outcome == "success" ? .afterSuccess : .afterFailure, attempt: attempt))
             }
         }
@@ -130,13 +209,21 @@ func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String)
 
     while true {
         var failure: String?
+        stepCancelled = false
         attemptBody: do {
             if cancelled { failure = "cancelled"; break attemptBody }
-            for b in 0..<n where hook(b, .additionalHeaders) == .throw { failure = "behaviorFailed"; break attemptBody }
-            for b in 0..<n where hook(b, .modify) == .throw { failure = "behaviorFailed"; break attemptBody }
+            for b in members(.additionalHeaders) {
+                if let ending = hook(b, .additionalHeaders) { failure = ending; break attemptBody }
+            }
+            for b in members(.modify) {
+                if let ending = hook(b, .modify) { failure = ending; break attemptBody }
+            }
             if !began {
                 began = true
-                for b in 0..<n { _ = hook(b, .beforeSend) }
+                if !members(.beforeSend).isEmpty {
+                    stepCancelled = false  // beforeSend runs in the caller's task; sending is a new step
+                    for b in members(.beforeSend) { _ = hook(b, .beforeSend) }
+                }
             }
             if cancelled { failure = "cancelled"; break attemptBody }
             transportCalls += 1
@@ -144,15 +231,18 @@ func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String)
             case .hangUntilCancelled:
                 cancelled = true
                 failure = "cancelled"
+            case .hangUntilDeadline:
+                failure = "timedOut"
             case .fail(let code):
-                failure = ["timedOut": "timedOut", "offline": "offline", "cancelled": "cancelled"][name(of: code)] ?? name(of: code)
-                if code == .cancelled { failure = "cancelled" }
+                failure = name(of: code)
             case .respond(let status):
                 guard (200..<300).contains(status) else {
                     failure = status == 401 ? "unauthorized" : status == 404 ? "notFound" : "unacceptableStatus"
                     break attemptBody
                 }
-                for b in (0..<n).reversed() where hook(b, .validate) == .throw { failure = "behaviorFailed"; break attemptBody }
+                for b in members(.validate).reversed() {
+                    if let ending = hook(b, .validate) { failure = ending; break attemptBody }
+                }
                 return finish("success")
             }
         }
@@ -161,9 +251,11 @@ func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String)
         if failure == "cancelled" || cancelled { return finish("cancelled") }
         guard attempt < scenario.attemptLimit else { return finish(failure) }
         var delay: Int?
-        for b in 0..<n {
+        for b in members(.retryDecision) {
             trace.append(TraceEvent(behavior: b, hook: .retryDecision, attempt: attempt))
-            if let ms = scenario.retries[Scenario.RetryKey(behavior: b, attempt: attempt)] {
+            let key = Scenario.RetryKey(behavior: b, attempt: attempt)
+            if scenario.hangingDecisions[key] != nil { return finish("timedOut") }
+            if let ms = scenario.retries[key] {
                 delay = ms
                 break
             }
@@ -192,6 +284,7 @@ func name(of error: NetworkError) -> String {
     case .unacceptableStatus: "unacceptableStatus"
     case .decodingFailed: "decodingFailed"
     case .timedOut: "timedOut"
+    case .responseTooLarge: "responseTooLarge"
     case .offline: "offline"
     case .connectionFailed: "connectionFailed"
     case .cancelled: "cancelled"
@@ -199,14 +292,36 @@ func name(of error: NetworkError) -> String {
     }
 }
 
-/// A behavior that follows the scenario's plan and records what it is asked.
-struct ScenarioBehavior: RequestBehavior {
+/// A clock on which the scenario's timeouts wait until something fires them, and backoff waits
+/// (all far shorter) return at once.
+final class ScenarioClock: Clock, Sendable {
+    typealias Instant = ManualClock.Instant
+    let manual = ManualClock()
+    var now: Instant { manual.now }
+    var minimumResolution: Duration { .nanoseconds(1) }
+
+    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+        if now.duration(to: deadline) < .seconds(100) {  // a backoff wait
+            try Task.checkCancellation()
+            return
+        }
+        try await manual.sleep(until: deadline)
+    }
+
+    /// Fires every deadline set so far.
+    func fireDeadline() { manual.advance(by: Scenario.timeout) }
+}
+
+/// What every scenario behavior does; each kind forwards only the hooks it implements.
+struct ScenarioCore: Sendable {
     struct Planned: Error {}
     let index: Int
     let scenario: Scenario
     let trace: Locked<[TraceEvent]>
+    let clock: ScenarioClock
+    let stuck: Stuck
 
-    private func perform(_ hook: RequestHook, _ context: RequestContext) async throws {
+    func perform(_ hook: RequestHook, _ context: RequestContext) async throws {
         trace.withLock { $0.append(TraceEvent(behavior: index, hook: hook, attempt: context.attempt)) }
         switch scenario.action(index, hook, context.attempt) {
         case .pass: break
@@ -214,30 +329,108 @@ struct ScenarioBehavior: RequestBehavior {
         case .suspend: await Task.yield()
         case .cancelTask: withUnsafeCurrentTask { $0?.cancel() }
         case .cancelContext: context.cancel()
+        case .hang:
+            try Task.checkCancellation()
+            clock.fireDeadline()
+            try await hangUntilCancelled()
+        case .hangIgnoringCancellation:
+            clock.fireDeadline()
+            await stuck.wait()
         }
     }
 
-    func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
-        try await perform(.additionalHeaders, context)
-        return ["X-B\(index)": "\(context.attempt)"]
-    }
-    func modify(_ request: inout HTTPRequest, context: RequestContext) async throws { try await perform(.modify, context) }
-    func beforeSend(_ request: HTTPRequest, context: RequestContext) async { try? await perform(.beforeSend, context) }
-    func validate(_ response: HTTPResponse, context: RequestContext) async throws { try await perform(.validate, context) }
-    func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async -> RetryDecision {
+    func retryDecision(_ context: RequestContext) async -> RetryDecision {
         trace.withLock { $0.append(TraceEvent(behavior: index, hook: .retryDecision, attempt: context.attempt)) }
-        guard let ms = scenario.retries[Scenario.RetryKey(behavior: index, attempt: context.attempt)] else { return .doNotRetry }
+        let key = Scenario.RetryKey(behavior: index, attempt: context.attempt)
+        if let ignoring = scenario.hangingDecisions[key] {
+            clock.fireDeadline()
+            if ignoring { await stuck.wait() } else { try? await hangUntilCancelled() }
+            return .retryNow  // never used: the step was abandoned at its deadline
+        }
+        guard let ms = scenario.retries[key] else { return .doNotRetry }
         return .retry(after: .milliseconds(ms))
     }
-    func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { try? await perform(.afterSuccess, context) }
-    func afterFailure(_ error: NetworkError, context: RequestContext) async { try? await perform(.afterFailure, context) }
+
+    var headers: HTTPHeaders { ["X-B\(index)": "1"] }
+}
+
+func hangUntilCancelled() async throws {
+    let never = AsyncStream<Never> { _ in }
+    for await _ in never {}
+    throw CancellationError()
+}
+
+struct FullBehavior: RequestBehavior {
+    let core: ScenarioCore
+    var name: String { "b\(core.index)" }
+    func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        try await core.perform(.additionalHeaders, context)
+        return core.headers
+    }
+    func modify(_ request: inout HTTPRequest, context: RequestContext) async throws { try await core.perform(.modify, context) }
+    func beforeSend(_ request: HTTPRequest, context: RequestContext) async { try? await core.perform(.beforeSend, context) }
+    func validate(_ response: HTTPResponse, context: RequestContext) async throws { try await core.perform(.validate, context) }
+    func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async -> RetryDecision {
+        await core.retryDecision(context)
+    }
+    func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { try? await core.perform(.afterSuccess, context) }
+    func afterFailure(_ error: NetworkError, context: RequestContext) async { try? await core.perform(.afterFailure, context) }
+}
+
+struct HeadersOnlyBehavior: RequestBehavior {
+    let core: ScenarioCore
+    var name: String { "b\(core.index)" }
+    func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        try await core.perform(.additionalHeaders, context)
+        return core.headers
+    }
+}
+
+struct ObserverBehavior: RequestBehavior {
+    let core: ScenarioCore
+    var name: String { "b\(core.index)" }
+    func beforeSend(_ request: HTTPRequest, context: RequestContext) async { try? await core.perform(.beforeSend, context) }
+    func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { try? await core.perform(.afterSuccess, context) }
+    func afterFailure(_ error: NetworkError, context: RequestContext) async { try? await core.perform(.afterFailure, context) }
+}
+
+struct JudgeBehavior: RequestBehavior {
+    let core: ScenarioCore
+    var name: String { "b\(core.index)" }
+    func validate(_ response: HTTPResponse, context: RequestContext) async throws { try await core.perform(.validate, context) }
+    func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async -> RetryDecision {
+        await core.retryDecision(context)
+    }
+}
+
+struct SilentBehavior: RequestBehavior {
+    let core: ScenarioCore
+    var name: String { "b\(core.index)" }
+}
+
+func makeBehavior(_ kind: BehaviorKind, _ core: ScenarioCore) -> any RequestBehavior {
+    switch kind {
+    case .full: FullBehavior(core: core)
+    case .headersOnly: HeadersOnlyBehavior(core: core)
+    case .observer: ObserverBehavior(core: core)
+    case .judge: JudgeBehavior(core: core)
+    case .silent: SilentBehavior(core: core)
+    }
 }
 
 /// Follows the scenario's transport plan, attempt by attempt.
 final class ScenarioTransport: HTTPTransport {
     let scenario: Scenario
+    let clock: ScenarioClock
+    let stuck: Stuck
     let attempts = Locked(0)
-    init(scenario: Scenario) { self.scenario = scenario }
+    init(scenario: Scenario, clock: ScenarioClock, stuck: Stuck) {
+        self.scenario = scenario
+        self.clock = clock
+        self.stuck = stuck
+    }
+
+    var honorsCancellation: Bool { scenario.cooperativeTransport }
 
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let attempt = attempts.withLock { $0 += 1; return $0 }
@@ -246,9 +439,12 @@ final class ScenarioTransport: HTTPTransport {
         case .fail(let code): throw URLError(code)
         case .hangUntilCancelled:
             withUnsafeCurrentTask { $0?.cancel() }  // the caller gives up while the request is in flight
-            let never = AsyncStream<Never> { _ in }
-            for await _ in never {}
+            try await hangUntilCancelled()
             throw URLError(.cancelled)
+        case .hangUntilDeadline(let ignoring):
+            clock.fireDeadline()
+            if ignoring { await stuck.wait() } else { try await hangUntilCancelled() }
+            return HTTPResponse(status: 200, request: request)  // too late: abandoned
         }
     }
 }
@@ -275,13 +471,24 @@ final class ScenarioTransport: HTTPTransport {
 
     func check(_ scenario: Scenario) async -> [String] {
         let trace = Locked<[TraceEvent]>([])
-        let behaviors = (0..<scenario.behaviorCount).map { ScenarioBehavior(index: $0, scenario: scenario, trace: trace) }
+        let clock = ScenarioClock()
+        let stuck = Stuck()
+        let behaviors = scenario.kinds.indices.map { index in
+            makeBehavior(
+                scenario.kinds[index],
+                ScenarioCore(index: index, scenario: scenario, trace: trace, clock: clock, stuck: stuck))
+        }
         let client = NetworkClient(
-            baseURL: URL(string: "http://127.0.0.1:9")!, transport: ScenarioTransport(scenario: scenario),
-            configuration: .init(clock: ImmediateClock(), attemptLimit: scenario.attemptLimit)) { behaviors }
-        let task = Task { () async -> String in
+            baseURL: URL(string: "http://127.0.0.1:9")!,
+            transport: ScenarioTransport(scenario: scenario, clock: clock, stuck: stuck),
+            configuration: .init(
+                timeout: scenario.hasTimeout ? Scenario.timeout : nil, clock: clock, attemptLimit: scenario.attemptLimit)
+        ) { Array(behaviors.prefix(scenario.clientCount)) }
+        var request = Request<Void>(path: "/x", behaviors: Array(behaviors.dropFirst(scenario.clientCount)))
+        for index in scenario.excluded.sorted() { request = request.excluding(.named("b\(index)")) }
+        let task = Task { [request] () async -> String in
             do throws(NetworkError) {
-                try await client.send(Request<Void>(path: "/x"))
+                try await client.send(request)
                 return "success"
             } catch {
                 return name(of: error)
@@ -289,6 +496,10 @@ final class ScenarioTransport: HTTPTransport {
         }
         let outcome = await task.value
         let actual = trace.withLock { $0 }
+        // Let abandoned steps go on, and check that they call no further hook.
+        stuck.release()
+        for _ in 0..<20 { await Task.yield() }
+        let late = trace.withLock { $0 }.dropFirst(actual.count)
         let (expectedTrace, expectedOutcome) = expectedRun(scenario)
 
         var problems: [String] = []
@@ -299,24 +510,35 @@ final class ScenarioTransport: HTTPTransport {
                 "trace differs at event \(common): got \(actual.dropFirst(common).prefix(6).map(\.description)), "
                     + "expected \(expectedTrace.dropFirst(common).prefix(6).map(\.description))")
         }
-        problems += invariantViolations(actual, behaviorCount: scenario.behaviorCount, attemptLimit: scenario.attemptLimit)
+        if !problems.isEmpty, Self.count == 1 {  // replaying one scenario: show all of it
+            problems.append("plan: hooks \(scenario.hooks.sorted { "\($0.key)" < "\($1.key)" }.map { "b\($0.key.behavior).\($0.key.hook)#\($0.key.attempt)=\($0.value)" })")
+            problems.append("retries \(scenario.retries), hanging decisions \(scenario.hangingDecisions), transport \(scenario.transport)")
+            problems.append("actual trace: \(actual)")
+        }
+        if !late.isEmpty { problems.append("hooks called after the outcome by an abandoned step: \(Array(late))") }
+        problems += invariantViolations(actual, scenario: scenario)
         return problems
     }
 
     /// Checks that hold whatever the scenario, independent of the model.
-    func invariantViolations(_ trace: [TraceEvent], behaviorCount: Int, attemptLimit: Int) -> [String] {
+    func invariantViolations(_ trace: [TraceEvent], scenario: Scenario) -> [String] {
         var problems: [String] = []
-        for b in 0..<behaviorCount {
+        for b in 0..<scenario.behaviorCount {
             let hooks = trace.filter { $0.behavior == b }.map(\.hook)
+            if scenario.excluded.contains(b), !hooks.isEmpty { problems.append("b\(b) was excluded but saw \(hooks)") }
+            let kind = scenario.kinds[b]
+            if let hook = hooks.first(where: { !kind.implements($0) }) { problems.append("b\(b) (\(kind)) got \(hook)") }
             let begins = hooks.filter { $0 == .beforeSend }.count
             let ends = hooks.filter { $0 == .afterSuccess || $0 == .afterFailure }.count
-            if begins > 1 || begins != ends { problems.append("b\(b): \(begins) beforeSend, \(ends) after hooks") }
+            if kind.implements(.beforeSend), begins > 1 || begins != ends {
+                problems.append("b\(b): \(begins) beforeSend, \(ends) after hooks")
+            }
             if let end = hooks.firstIndex(where: { $0 == .afterSuccess || $0 == .afterFailure }), end != hooks.count - 1 {
                 problems.append("b\(b): hooks after its outcome: \(hooks[(end + 1)...])")
             }
         }
-        if let maxAttempt = trace.map(\.attempt).max(), maxAttempt > attemptLimit {
-            problems.append("attempt \(maxAttempt) exceeds the limit \(attemptLimit)")
+        if let maxAttempt = trace.map(\.attempt).max(), maxAttempt > scenario.attemptLimit {
+            problems.append("attempt \(maxAttempt) exceeds the limit \(scenario.attemptLimit)")
         }
         return problems
     }

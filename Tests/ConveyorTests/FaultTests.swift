@@ -4,6 +4,10 @@ import ConveyorTesting
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
@@ -14,6 +18,10 @@ import Testing
     let isLinux = false
 #endif
 
+/// Memory figures are asserted on Linux, and not under the thread sanitizer, whose shadow memory
+/// multiplies every allocation (`.ci/run` sets `TSAN_OPTIONS` for that run).
+let assertsMemory = isLinux && ProcessInfo.processInfo.environment["TSAN_OPTIONS"] == nil
+
 /// A server that misbehaves: every fault ends in a clear NetworkError (or a documented result),
 /// never a hang or wrong data presented as success.
 @Suite struct LoopbackFaultTests {
@@ -21,7 +29,7 @@ import Testing
         NetworkClient(baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral))
     }
 
-    func failure(_ path: String, on server: LocalServer, timeout: Duration = .seconds(5)) async -> NetworkError? {
+    func failure(_ path: String, on server: LocalServer, timeout: Duration = .seconds(30)) async -> NetworkError? {
         do throws(NetworkError) {
             _ = try await client(server).send(Request<Data>(path: path, timeout: timeout))
             return nil
@@ -78,6 +86,27 @@ enum ResourceUsage {
         return pages * 4096 / 1_048_576
     }
 
+    /// Resident memory of this process after glibc has handed back what was freed, in MB: the
+    /// memory in use, not the high-water mark of every thread's arena. Other tests run in
+    /// parallel and their freed allocations would otherwise count as this test's growth.
+    static func liveResidentMB() -> Int {
+        #if canImport(Glibc)
+            // malloc_trim(3) is in <malloc.h>, which the Glibc module does not export.
+            typealias Trim = @convention(c) (Int) -> Int32
+            if let symbol = dlsym(nil, "malloc_trim") { _ = unsafeBitCast(symbol, to: Trim.self)(0) }
+        #endif
+        return residentMB()
+    }
+
+    /// Runs `body` while a thread samples resident memory every 2 ms.
+    /// - Returns: What `body` returned, and the peak resident memory seen, in MB.
+    static func peakResidentMB<T>(during body: () async throws -> T) async rethrows -> (T, Int) {
+        let peak = PeakSampler()
+        defer { peak.stop() }
+        let value = try await body()
+        return (value, peak.stop())
+    }
+
     /// Open file descriptors of this process (noisy: other tests run in parallel).
     static func openDescriptors() -> Int {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? 0
@@ -96,6 +125,43 @@ enum ResourceUsage {
     }
 }
 
+/// Collects log lines.
+struct Lines: LogSink {
+    let lines = Locked<[String]>([])
+    var isEnabled: Bool { true }
+    func write(_ entry: LogEntry) { lines.withLock { $0.append(entry.message) } }
+}
+
+/// Samples resident memory on a thread of its own until stopped.
+final class PeakSampler: Sendable {
+    private let state = Locked<(peak: Int, stopped: Bool)>((ResourceUsage.residentMB(), false))
+
+    init() {
+        let state = self.state
+        Thread.detachNewThread {
+            while true {
+                let rss = ResourceUsage.residentMB()
+                let stopped = state.withLock { state -> Bool in
+                    state.peak = max(state.peak, rss)
+                    return state.stopped
+                }
+                if stopped { return }
+                usleep(2000)  // the sampling period, not a wait for the code under test
+            }
+        }
+    }
+
+    /// Stops sampling. - Returns: The peak, in MB.
+    @discardableResult func stop() -> Int {
+        let rss = ResourceUsage.residentMB()
+        return state.withLock { state in
+            state.stopped = true
+            state.peak = max(state.peak, rss)
+            return state.peak
+        }
+    }
+}
+
 /// Large bodies and long runs, one at a time so their memory figures are not mixed up.
 @Suite(.serialized) struct ResourceTests {
     func client(_ server: LocalServer) -> NetworkClient {
@@ -106,18 +172,20 @@ enum ResourceUsage {
         try await LocalServer.withServer { server in
             let client = client(server)
             try await client.send(Request<Void>(path: "/empty"))  // warm up: connection, caches
-            let (rssBefore, fdsBefore) = (ResourceUsage.residentMB(), ResourceUsage.openDescriptors())
+            let (rssBefore, fdsBefore) = (ResourceUsage.liveResidentMB(), ResourceUsage.openDescriptors())
             for index in 0..<1000 {
                 let data = try await client.send(Request<Data>(path: "/bytes", query: ["count": 1024, "n": index]))
                 #expect(data.count == 1024)
             }
             let connections = ResourceUsage.connections(toPort: server.port)
-            let (rssAfter, fdsAfter) = (ResourceUsage.residentMB(), ResourceUsage.openDescriptors())
+            let (rssAfter, fdsAfter) = (ResourceUsage.liveResidentMB(), ResourceUsage.openDescriptors())
             print(
                 "RESOURCES 1000 sequential requests: open connections to the server \(connections), "
                     + "process fds \(fdsBefore) -> \(fdsAfter), RSS \(rssBefore) MB -> \(rssAfter) MB")
             if isLinux {
                 #expect(connections <= 2, "\(connections) connections left open: the client leaks connections")
+            }
+            if assertsMemory {
                 #expect(rssAfter - rssBefore < 64, "RSS grew from \(rssBefore) MB to \(rssAfter) MB")
             }
         }
@@ -131,6 +199,105 @@ enum ResourceUsage {
             #expect(data.count == count)
             #expect(data.prefix(3) == Data([0, 1, 2]) && data.last == UInt8((count - 1) % 256))
             print("RESOURCES 50 MB body: RSS \(ResourceUsage.residentMB()) MB after the request")
+        }
+    }
+
+    /// A server that would send 1 GiB, plain or as a 1 MB gzip that inflates to 1 GiB: the
+    /// transfer stops at the limit with `.responseTooLarge`, and memory stays far below 1 GiB.
+    @Test(arguments: ["/stream", "/gzipbomb"])
+    func aGigabyteResponseStopsAtTheLimit(path: String) async throws {
+        try await LocalServer.withServer { server in
+            let limit = 8 * 1024 * 1024
+            let client = NetworkClient(
+                baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral),
+                configuration: .init(timeout: .seconds(60), maxResponseSize: limit))
+            let before = ResourceUsage.residentMB()
+            let start = ContinuousClock.now
+            let (outcome, peak) = await ResourceUsage.peakResidentMB {
+                do throws(NetworkError) {
+                    _ = try await client.send(Request<Data>(path: path, query: ["bytes": 1 << 30]))
+                    return "success"
+                } catch {
+                    return "\(error)"
+                }
+            }
+            let elapsed = ContinuousClock.now - start
+            print("RESOURCES \(path) 1 GiB with an 8 MiB limit: \(outcome) after \(elapsed), RSS \(before) MB, peak \(peak) MB")
+            #expect(outcome == "\(NetworkError.responseTooLarge(limit: limit))")
+            if assertsMemory { #expect(peak - before < 100, "RSS grew from \(before) MB to \(peak) MB") }
+        }
+    }
+
+    /// With the default configuration (64 MiB), a 1 GiB body fails the same way.
+    @Test func theDefaultLimitStopsAGigabyteBody() async throws {
+        try await LocalServer.withServer { server in
+            let client = client(server)
+            #expect(client.configuration.maxResponseSize == 64 * 1024 * 1024)
+            let before = ResourceUsage.residentMB()
+            let (outcome, peak) = await ResourceUsage.peakResidentMB { () -> NetworkError? in
+                do throws(NetworkError) {
+                    _ = try await client.send(Request<Data>(path: "/stream", query: ["bytes": 1 << 30]))
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            print("RESOURCES /stream 1 GiB with the default limit: RSS \(before) MB, peak \(peak) MB")
+            guard case .responseTooLarge(let limit)? = outcome else {
+                Issue.record("expected responseTooLarge, got \(String(describing: outcome))")
+                return
+            }
+            #expect(limit == NetworkClient.Configuration.defaultMaxResponseSize)
+            if assertsMemory { #expect(peak - before < 250, "RSS grew from \(before) MB to \(peak) MB") }
+        }
+    }
+
+    /// A log preview reads a bounded prefix: an 18 MB JSON body with a 64-byte preview limit used
+    /// to be parsed whole (14 s and 1.5 GB).
+    @Test func aLogPreviewOfAHugeBodyReadsABoundedPrefix() async throws {
+        let item = #"{"id":1,"title":"Heat","token":"tok-3f9a-SECRET","tags":["a","b","c"]},"#
+        var json = "[" + String(repeating: item, count: 18_000_000 / item.utf8.count)
+        json.removeLast()
+        json += "]"
+        let mock = MockTransport()
+        mock.enqueue(.response(status: 200, headers: ["Content-Type": "application/json"], body: Data(json.utf8)))
+        json = ""
+        let sink = Lines()
+        let client = NetworkClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: mock) {
+            LoggingBehavior(sink: sink, bodyPreviewLimit: 64)
+        }
+        let before = ResourceUsage.residentMB()
+        let start = ContinuousClock.now
+        let (data, peak) = try await ResourceUsage.peakResidentMB {
+            try await client.send(Request<Data>(path: "/movies"))
+        }
+        let elapsed = ContinuousClock.now - start
+        print("RESOURCES 18 MB body, 64-byte preview: \(elapsed), RSS \(before) MB, peak \(peak) MB")
+        #expect(data.count > 17_000_000)
+        let line = try #require(sink.lines.withLock { $0.last })
+        #expect(line.contains(#""token":"***""#))
+        #expect(!line.contains("tok-3f9a"))
+        if assertsMemory { #expect(peak - before < 32, "RSS grew from \(before) MB to \(peak) MB") }
+    }
+
+    /// A plain `URLSession` collects the whole body before the client checks it; a body just
+    /// under the limit passes, one byte over fails.
+    @Test func aPlainSessionsBodyIsCheckedOnArrival() async throws {
+        try await LocalServer.withServer { server in
+            let client = NetworkClient(
+                baseURL: server.baseURL, transport: URLSession(configuration: .ephemeral),
+                configuration: .init(maxResponseSize: 100_000))
+            let fits = try await client.send(Request<Data>(path: "/bytes", query: ["count": 100_000]))
+            #expect(fits.count == 100_000)
+            do throws(NetworkError) {
+                _ = try await client.send(Request<Data>(path: "/bytes", query: ["count": 100_001]))
+                Issue.record("a body one byte over the limit was accepted")
+            } catch {
+                guard case .responseTooLarge(limit: 100_000) = error else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+            }
         }
     }
 }

@@ -82,4 +82,28 @@ struct ChattyError: Error, CustomStringConvertible {
             #expect(error.response.map { String(decoding: $0.body, as: UTF8.self) }?.contains("bad token") == true)
         }
     }
+
+    /// A decoding error keeps its kind and coding path, never a value from the body.
+    @Test func aDecodingFailureQuotesNoValueFromTheBody() async {
+        struct Picky: Decodable {
+            init(from decoder: any Decoder) throws {
+                throw DecodingError.dataCorrupted(
+                    .init(codingPath: [], debugDescription: "invalid String value s3cr3t-value-SECRET"))
+            }
+        }
+        let mock = MockTransport()
+        mock.enqueue(.text(#"{"value":"s3cr3t-value-SECRET"}"#))
+        let client = NetworkClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: mock)
+        do throws(NetworkError) {
+            _ = try await client.send(Request<Picky>(path: "/x"))
+            Issue.record("expected decodingFailed")
+        } catch {
+            var dumped = ""
+            dump(error, to: &dumped)
+            for text in [error.description, String(reflecting: error), error.localizedDescription, dumped] {
+                #expect(!text.contains("s3cr3t"), "\(text)")
+            }
+            #expect(error.description.contains("data corrupted"))
+        }
+    }
 }

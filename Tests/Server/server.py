@@ -6,6 +6,7 @@ and exits when its stdin closes, so a crashed test process never leaves it behin
 """
 import argparse
 import json
+import zlib
 import os
 import signal
 import sys
@@ -22,6 +23,23 @@ def bump(name, reset=False):
     with counters_lock:
         counters[name] = 0 if reset else counters.get(name, 0) + 1
         return counters[name]
+
+
+gzip_cache = {}
+
+
+def gzip_zeros(total):
+    """A gzip member of `total` zero bytes, built in chunks (1 GiB compresses to about 1 MB)."""
+    with counters_lock:
+        if total not in gzip_cache:
+            compressor = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: gzip container
+            chunk, parts, left = bytes(1 << 20), [], total
+            while left > 0:
+                parts.append(compressor.compress(chunk[: min(len(chunk), left)]))
+                left -= min(len(chunk), left)
+            parts.append(compressor.flush())
+            gzip_cache[total] = b"".join(parts)
+        return gzip_cache[total]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -113,6 +131,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
         elif url.path.startswith("/fault/"):
             self.fault(parts[1])
+        elif url.path == "/stream":  # `bytes` bytes (default 1 GiB), written in 64 KiB chunks
+            self.stream(int(arg("bytes", str(1 << 30))), gzip=False)
+        elif url.path == "/gzipbomb":  # a small gzip body that inflates to `bytes` zero bytes
+            self.stream(int(arg("bytes", str(1 << 30))), gzip=True)
         elif url.path == "/nested":  # JSON nested `depth` arrays deep
             depth = int(arg("depth", "10000"))
             self.send(200, "[" * depth + "]" * depth)
@@ -122,6 +144,28 @@ class Handler(BaseHTTPRequestHandler):
             self.send(int(arg("status", "302")), b"", headers=[("Location", arg("to", "/echo"))])
         else:
             self.send(404, {"error": "not found"})
+
+    def stream(self, total, gzip):
+        """Streams `total` zero bytes (gzip-encoded if asked) until done or the client hangs up."""
+        body = gzip_zeros(total) if gzip else None
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        if gzip:
+            self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body) if gzip else total))
+        self.end_headers()
+        try:
+            if gzip:
+                self.wfile.write(body)
+            else:
+                chunk = bytes(65536)
+                sent = 0
+                while sent < total:
+                    part = chunk[: min(len(chunk), total - sent)]
+                    self.wfile.write(part)
+                    sent += len(part)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client stopped reading: that is the point
 
     def fault(self, kind):
         """Misbehaves on purpose; every branch ends the connection."""

@@ -65,10 +65,37 @@ let benchmarks: @Sendable () -> Void = {
                 blackHole(try await client.send(request))
             }
         }
+        let uninterrupted = NetworkClient(baseURL: baseURL, transport: CannedTransport()) {
+            realisticBehaviors(interrupting: false)
+        }
+        Benchmark("3 Realistic chain, no in-flight interruption + JSON decoding", configuration: configuration) {
+            benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(try await uninterrupted.send(request))
+            }
+        }
         let plain = NetworkClient(baseURL: baseURL, transport: CannedTransport())
         Benchmark("3 No behaviors + JSON decoding", configuration: configuration) { benchmark in
             for _ in benchmark.scaledIterations {
                 blackHole(try await plain.send(request))
+            }
+        }
+    }
+
+    do {
+        let request = Request<Data>(path: "/movies")
+        let timed = NetworkClient(
+            baseURL: baseURL, transport: CannedTransport(), configuration: .init(timeout: .seconds(30)))
+        Benchmark("2 NetworkClient, 0 behaviors, a 30 s timeout", configuration: configuration) { benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(try await timed.send(request))
+            }
+        }
+        let guarded = NetworkClient(baseURL: baseURL, transport: CannedTransport(honorsCancellation: false))
+        Benchmark("2 NetworkClient, 0 behaviors, a transport that may ignore cancellation", configuration: configuration) {
+            benchmark in
+            for _ in benchmark.scaledIterations {
+                blackHole(try await guarded.send(request))
             }
         }
     }

@@ -4,7 +4,13 @@ import Foundation
 /// The floor: returns one canned response, allocating nothing per call.
 public struct CannedTransport: HTTPTransport {
     let body: Data
-    public init(body: Data = Data(#"{"id":7,"title":"Heat","year":1995}"#.utf8)) { self.body = body }
+    /// Whether it says it honors cancellation (it returns at once, so it does). With `false` the
+    /// client guards every call: the cost a transport pays for not saying so.
+    public let honorsCancellation: Bool
+    public init(body: Data = Data(#"{"id":7,"title":"Heat","year":1995}"#.utf8), honorsCancellation: Bool = true) {
+        self.body = body
+        self.honorsCancellation = honorsCancellation
+    }
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         HTTPResponse(status: 200, body: body, request: request)
     }
@@ -38,12 +44,14 @@ public struct DisabledSink: LogSink {
 }
 
 /// The realistic chain of the benchmarks: headers, auth, activity, background task, retry, logging.
-public func realisticBehaviors() -> [any RequestBehavior] {
+/// - Parameter interrupting: Whether the background task interrupts an attempt in flight on
+///   expiry (its default; every attempt then runs in a guarded step).
+public func realisticBehaviors(interrupting: Bool = true) -> [any RequestBehavior] {
     [
         HeadersBehavior(["User-Agent": "Bench/1.0", "Accept-Language": "en"]),
         AuthTokenBehavior(tokens: CachedToken()),
         ActivityCounterBehavior(counter: NetworkActivityCounter()),
-        BackgroundTaskBehavior(runner: FakeBackgroundTasks()),
+        BackgroundTaskBehavior(runner: FakeBackgroundTasks(), interruptsInFlightAttempt: interrupting),
         RetryBehavior(.exponentialBackoff(maxAttempts: 3)),
         LoggingBehavior(sink: DisabledSink()),
     ]
@@ -63,6 +71,12 @@ public let uniquePaths = (0..<1_000).map { "/movies/\($0)" }
 /// benchmarks), so both measure the same work.
 public enum Scenario: String, CaseIterable, Sendable {
     case floor, noop0, noop1, noop10, noop50, split, uniquePath = "unique-path", plainJSON = "plain-json", realistic
+    /// The realistic chain with the background task's in-flight interruption off.
+    case realisticUninterrupted = "realistic-uninterrupted"
+    /// 0 behaviors, a request timeout: every attempt is a guarded step with a timer.
+    case timeout
+    /// 0 behaviors, a transport that does not say it honors cancellation: a guarded step per attempt.
+    case guarded
 
     /// Sends `count` requests.
     public func run(_ count: Int) async throws {
@@ -89,9 +103,19 @@ public enum Scenario: String, CaseIterable, Sendable {
             let client = client(10)
             let paths = uniquePaths
             for index in 0..<count { _ = try await client.send(Request<Data>(path: paths[index % paths.count])) }
-        case .plainJSON, .realistic:
+        case .timeout, .guarded:
+            let client = NetworkClient(
+                baseURL: base, transport: CannedTransport(honorsCancellation: self != .guarded),
+                configuration: .init(timeout: self == .timeout ? .seconds(30) : nil))
+            let request = Request<Data>(path: "/movies")
+            for _ in 0..<count { _ = try await client.send(request) }
+        case .plainJSON, .realistic, .realisticUninterrupted:
             let client = NetworkClient(baseURL: base, transport: CannedTransport()) {
-                self == .realistic ? realisticBehaviors() : []
+                switch self {
+                case .realistic: realisticBehaviors()
+                case .realisticUninterrupted: realisticBehaviors(interrupting: false)
+                default: []
+                }
             }
             let request = Request<Movie>(path: "/movies/7")
             for _ in 0..<count { _ = try await client.send(request) }

@@ -6,6 +6,8 @@
 // of the machine (the server, the other core) hits both paths alike. The ratio of a round is
 // Conveyor's requests per second over raw's in that round; the table shows the median ratio
 // over the rounds, its interquartile range, and the median requests per second of each path.
+// With UNINTERRUPTED=1 in the environment, the chain's background task does not interrupt an
+// attempt in flight (no guarded step per attempt), to tell that cost from the transport's.
 import BenchSupport
 import Conveyor
 import Foundation
@@ -73,7 +75,8 @@ defer { server.terminate() }
 let base = URL(string: "http://127.0.0.1:\(port)")!
 let transport = URLSessionTransport(configuration: .ephemeral)
 let session = transport.session
-let client = NetworkClient(baseURL: base, transport: transport) { realisticBehaviors() }
+let interrupting = ProcessInfo.processInfo.environment["UNINTERRUPTED"] == nil
+let client = NetworkClient(baseURL: base, transport: transport) { realisticBehaviors(interrupting: interrupting) }
 // The raw path is what a hand-written call site does: build a URLRequest with the same headers
 // the realistic chain adds, send it, decode with a shared decoder. So the ratio measures the
 // pipeline, not the header count or a reused request.

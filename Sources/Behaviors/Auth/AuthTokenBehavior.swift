@@ -1,4 +1,5 @@
 public import ConveyorPipeline
+public import Foundation
 
 /// Sends an access token with every request and, given a refresher, recovers from `401` with
 /// **one** refresh shared by every request that hit it.
@@ -22,7 +23,32 @@ public import ConveyorPipeline
 /// - A request refreshes at most once: a second 401 fails with ``ConveyorPipeline/NetworkError/unauthorized(_:)``.
 /// - If the refresh fails, every request that waited for it fails with
 ///   `NetworkError.behaviorFailed(behavior: "AuthTokenBehavior", hook: .additionalHeaders,
-///   underlying: AuthError.refreshFailed(…))`.
+///   underlying: AuthError.refreshFailed(…))`; if it takes longer than `refreshTimeout`
+///   (30 s by default), with `AuthError.refreshTimedOut`.
+/// - A request that waits for the refresh leaves at once when its task is cancelled
+///   (`.cancelled`) or its timeout passes (`.timedOut`). The refresh goes on for the other
+///   waiters, and is cancelled when none is left.
+///
+/// ### Credentials stay with their origin
+/// The token goes only to requests for the client's base URL's origin (scheme, host and port),
+/// and to the origins listed in `allowedOrigins`. A request to an absolute URL elsewhere (a
+/// pagination or CDN link from a response) goes without it, and a 401 from there is not
+/// refreshed. The header's name is a ``ConveyorPipeline/SensitiveHeaders`` entry: redacted
+/// everywhere, and stripped by `URLSessionTransport` on a redirect to another origin.
+///
+/// ### A refresher that sends through the same client
+/// The refresh call usually goes to the same API, so a refresher may use the very client this
+/// behavior belongs to. Requests sent from inside the refresh skip this behavior: they carry no
+/// token from it (set `Authorization` on the request yourself if the refresh endpoint wants the
+/// old token) and a 401 to them is not refreshed again, so the refresh cannot wait on itself.
+/// The refresh then fails with the refresh request's error, and every waiter with it.
+///
+/// ```swift
+/// let store = InMemoryTokenStore(token: nil)
+/// let client = NetworkClient(baseURL: api) {
+///     AuthTokenBehavior(tokens: store, refresher: SessionRefresher(client: { client }, store: store))
+/// }
+/// ```
 public struct AuthTokenBehavior: RequestBehavior {
     /// Which header carries the token, and with which scheme.
     public struct Header: Sendable, Hashable {
@@ -55,24 +81,42 @@ public struct AuthTokenBehavior: RequestBehavior {
     public let refresher: (any TokenRefresher)?
     /// The header that carries the token.
     public let header: Header
-    private let coordinator = RefreshCoordinator()
+    /// How long one refresh may take before every request waiting for it fails.
+    public var refreshTimeout: Duration { coordinator.timeout }
+    /// Origins besides the base URL's that the token may go to.
+    public let allowedOrigins: Set<Origin>
+    private let coordinator: RefreshCoordinator
 
     /// Creates the behavior.
     /// - Parameters:
     ///   - tokens: Where the current token comes from.
     ///   - refresher: Gets a new token after a 401; `nil` for none.
     ///   - header: The header and scheme; `Authorization: Bearer` by default.
-    public init(tokens: any TokenProvider, refresher: (any TokenRefresher)? = nil, header: Header = .bearer) {
+    ///   - refreshTimeout: How long one refresh may take; 30 s by default. A refresh that takes
+    ///     longer is abandoned and its waiters fail with ``AuthError/refreshTimedOut``.
+    ///   - clock: The clock the refresh timeout is measured on; tests inject a manual one.
+    ///   - allowedOrigins: Origins besides the client's base URL's that the token may go to.
+    public init(
+        tokens: any TokenProvider, refresher: (any TokenRefresher)? = nil, header: Header = .bearer,
+        refreshTimeout: Duration = .seconds(30), clock: any Clock<Duration> = ContinuousClock(),
+        allowedOrigins: [URL] = []
+    ) {
+        SensitiveHeaders.add([header.name])
+        self.allowedOrigins = Set(allowedOrigins.compactMap(Origin.init))
         self.tokens = tokens
         self.refresher = refresher
         self.header = header
+        self.coordinator = RefreshCoordinator(timeout: refreshTimeout, clock: clock)
     }
 
     /// How many refreshes this behavior (and its copies) started: for tests and metrics.
-    public var refreshCount: Int { get async { await coordinator.refreshCount } }
+    public var refreshCount: Int { get async { coordinator.refreshCount } }
 
     /// Reads the current token and returns it as a header; fails the attempt if a refresh failed.
+    /// Adds nothing to requests sent from inside this behavior's own refresh.
     public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        if coordinator.isRefreshingInCurrentTask { return HTTPHeaders() }
+        guard context.credentialsAllowed(alsoTo: allowedOrigins) else { return HTTPHeaders() }  // another origin
         if let failure = context[RefreshFailure.self] { throw failure }
         let token = try await tokens.currentToken()
         context[SentToken.self] = token
@@ -86,6 +130,10 @@ public struct AuthTokenBehavior: RequestBehavior {
     {
         guard case .unauthorized = failure, let refresher else { return .doNotRetry }
         guard !context[Refreshed.self] else { return .doNotRetry }  // one refresh per request: no loop
+        // A request the refresher itself sent: refreshing again would wait on this very refresh.
+        if coordinator.isRefreshingInCurrentTask { return .doNotRetry }
+        // No token went to this origin, so a refreshed one would not either.
+        guard context.credentialsAllowed(alsoTo: allowedOrigins) else { return .doNotRetry }
         context[Refreshed.self] = true
         let sent = context[SentToken.self]
         if let current = try? await tokens.currentToken(), current != sent {
@@ -93,6 +141,10 @@ public struct AuthTokenBehavior: RequestBehavior {
         }
         do {
             _ = try await coordinator.refresh(replacing: sent, using: refresher)
+        } catch is CancellationError {
+            return .doNotRetry  // this request was cancelled or its step abandoned: it ends as such
+        } catch let error as AuthError {
+            context[RefreshFailure.self] = error
         } catch {
             context[RefreshFailure.self] = .refreshFailed(underlying: error)
         }

@@ -63,12 +63,15 @@ public enum AuthError: Error, Sendable, SafelyDescribable {
     case refreshFailed(underlying: any Error)
     /// A refresh was needed but no refresher was configured.
     case noRefresher
+    /// The refresh took longer than the behavior's `refreshTimeout` and was abandoned.
+    case refreshTimedOut
 
     /// Explains the failure without secrets.
     public var description: String {
         switch self {
         case .refreshFailed(let underlying): "the token refresh failed (\(type(of: underlying)))"
         case .noRefresher: "no token refresher is configured"
+        case .refreshTimedOut: "the token refresh took longer than its timeout"
         }
     }
 }

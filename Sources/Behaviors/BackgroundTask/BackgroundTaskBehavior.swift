@@ -14,12 +14,13 @@ public import ConveyorPipeline
 /// so the task spans retries and backoff waits. The identifier lives in the request's context,
 /// so concurrent requests each end their own.
 ///
-/// If the system's time runs out first, the request is cancelled: no further attempt or retry
-/// starts, and it fails with `.cancelled` and the task is ended. (`UIApplicationBackgroundTaskRunner`
-/// ends the UIKit task inside the expiration handler, as UIKit requires.) An attempt already in
-/// flight finishes on its own unless `interruptsInFlightAttempt` is `true`. Interrupting it
-/// makes every attempt race the transport in a task group, which costs about 9 µs per request
-/// on the benchmark machine (BENCHMARKS.md).
+/// If the system's time runs out first, the request is cancelled at once: an attempt in flight
+/// (its hooks and its transport call) is abandoned, a backoff wait ends, no further attempt or
+/// retry starts, the request fails with `.cancelled` and the task is ended.
+/// (`UIApplicationBackgroundTaskRunner` ends the UIKit task inside the expiration handler, as
+/// UIKit requires.) Interrupting the attempt in flight runs each attempt in a task of its own
+/// (BENCHMARKS.md gives the cost); pass `interruptsInFlightAttempt: false` to let an attempt in
+/// flight finish on its own instead (a backoff wait still ends at once).
 public struct BackgroundTaskBehavior: RequestBehavior {
     enum TaskKey: RequestContextKey { static let defaultValue: BackgroundTaskID? = nil }
 
@@ -35,8 +36,10 @@ public struct BackgroundTaskBehavior: RequestBehavior {
     ///   - runner: Begins and ends background tasks.
     ///   - taskName: A name for debugging.
     ///   - interruptsInFlightAttempt: Whether expiration also interrupts the attempt in flight;
-    ///     `false` by default (expiration then stops the request at its next step).
-    public init(runner: any BackgroundTaskRunner, taskName: String = "Conveyor request", interruptsInFlightAttempt: Bool = false) {
+    ///     `true` by default. With `false`, expiration stops the request at its next step.
+    public init(
+        runner: any BackgroundTaskRunner, taskName: String = "Conveyor request", interruptsInFlightAttempt: Bool = true
+    ) {
         self.runner = runner
         self.taskName = taskName
         self.interruptsInFlightAttempt = interruptsInFlightAttempt

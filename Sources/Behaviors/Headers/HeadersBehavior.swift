@@ -1,4 +1,5 @@
 public import ConveyorPipeline
+public import Foundation
 
 /// Adds static headers to every request: `User-Agent`, `Accept-Language`, an API key.
 ///
@@ -12,6 +13,16 @@ public import ConveyorPipeline
 /// With ``Mode/setIfAbsent`` (the default) the headers come from `additionalHeaders`, so a header
 /// the request sets itself wins. With ``Mode/overwrite`` they are set in `modify` and replace
 /// whatever the request or earlier behaviors set.
+///
+/// ### Credentials stay with their origin
+/// A header that is a credential (`X-API-Key` and the other ``ConveyorPipeline/SensitiveHeaders``,
+/// plus the names passed as `sensitive:`) is added only to requests for the client's base URL's
+/// origin, and to the origins listed in `allowedOrigins`; a request to an absolute URL elsewhere
+/// (a CDN link from a response) goes without it. The other headers go everywhere.
+///
+/// ```swift
+/// HeadersBehavior(["X-Tenant-Key": key], sensitive: ["X-Tenant-Key"])
+/// ```
 public struct HeadersBehavior: RequestBehavior {
     /// How the headers are applied.
     public enum Mode: Sendable, Hashable {
@@ -25,24 +36,42 @@ public struct HeadersBehavior: RequestBehavior {
     public let headers: HTTPHeaders
     /// How they are applied.
     public let mode: Mode
+    /// Origins besides the base URL's that credential headers may go to.
+    public let allowedOrigins: Set<Origin>
+    /// The headers without the credentials: what a request to another origin gets.
+    private let publicHeaders: HTTPHeaders
 
     /// Creates the behavior.
     /// - Parameters:
     ///   - headers: The headers to add to every request.
     ///   - mode: ``Mode/setIfAbsent`` (default) or ``Mode/overwrite``.
-    public init(_ headers: HTTPHeaders, mode: Mode = .setIfAbsent) {
+    ///   - sensitive: More header names that are credentials (added to
+    ///     ``ConveyorPipeline/SensitiveHeaders`` for the whole process).
+    ///   - allowedOrigins: Origins besides the base URL's that credential headers may go to.
+    public init(
+        _ headers: HTTPHeaders, mode: Mode = .setIfAbsent, sensitive: Set<String> = [], allowedOrigins: [URL] = []
+    ) {
+        SensitiveHeaders.add(sensitive)
         self.headers = headers
         self.mode = mode
+        self.allowedOrigins = Set(allowedOrigins.compactMap(Origin.init))
+        self.publicHeaders = HTTPHeaders(headers.filter { !SensitiveHeaders.contains($0.name) })
+    }
+
+    /// The headers this request may carry: all of them on an allowed origin, else the public ones.
+    private func headers(for context: RequestContext) -> HTTPHeaders {
+        publicHeaders.count == headers.count || context.credentialsAllowed(alsoTo: allowedOrigins)
+            ? headers : publicHeaders
     }
 
     /// Returns ``headers`` in ``Mode/setIfAbsent`` mode.
     public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
-        mode == .setIfAbsent ? headers : HTTPHeaders()
+        mode == .setIfAbsent ? headers(for: context) : HTTPHeaders()
     }
 
     /// Sets ``headers`` in ``Mode/overwrite`` mode.
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
         guard mode == .overwrite else { return }
-        for field in headers { request.headers[field.name] = field.value }
+        for field in headers(for: context) { request.headers[field.name] = field.value }
     }
 }

@@ -13,10 +13,12 @@ public import ConveyorPipeline
 /// ```
 ///
 /// Register it **last**: its `modify` hook runs after the other behaviors' and logs each attempt
-/// as it will be sent. `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie` and the
-/// ``Redactor``'s headers, query items and body fields show as `***`. The credential values a
-/// request sent are also scrubbed from every later line, so a server that echoes them back in
-/// its body cannot make them appear in a preview.
+/// as it will be sent. Credential headers (``ConveyorPipeline/SensitiveHeaders``), URL user info
+/// and the ``Redactor``'s headers, query items and body fields show as `***`. Every secret value
+/// the request carried (credential headers, cookies, user info, hidden query items and body
+/// fields) is also scrubbed from every later line, in every encoding a server may echo it in
+/// (JSON-escaped, percent- or form-encoded), and a preview never ends in part of one. Previews
+/// read at most `bodyPreviewLimit` + 4 KiB of a body, whatever its size.
 public struct LoggingBehavior: RequestBehavior {
     /// Credential values this request sent, scrubbed from every later line (a server may echo them).
     enum SentSecrets: RequestContextKey { static let defaultValue: [String] = [] }
@@ -47,7 +49,7 @@ public struct LoggingBehavior: RequestBehavior {
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
         guard sink.isEnabled else { return }
         let secrets = context.update(SentSecrets.self) { known in
-            for value in redactor.secretValues(in: request.headers) where !known.contains(value) { known.append(value) }
+            for value in redactor.secretValues(in: request) where !known.contains(value) { known.append(value) }
             return known
         }
         var line = "→ \(context.requestID) \(request.method) \(redactor.redact(request.url)) attempt \(context.attempt)"
@@ -55,7 +57,9 @@ public struct LoggingBehavior: RequestBehavior {
             line += " [" + request.headers.map { "\($0.name): \(redactor.value(of: $0))" }.joined(separator: ", ") + "]"
         }
         if let body = request.body, bodyPreviewLimit > 0 {
-            line += " body: " + redactor.preview(body, contentType: request.headers["Content-Type"], limit: bodyPreviewLimit)
+            line += " body: "
+                + redactor.preview(
+                    body, contentType: request.headers["Content-Type"], limit: bodyPreviewLimit, scrubbing: secrets)
         }
         sink.write(LogEntry(level: .debug, message: redactor.scrub(line, secrets)))
     }
@@ -63,11 +67,15 @@ public struct LoggingBehavior: RequestBehavior {
     /// Logs the success.
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
         guard sink.isEnabled else { return }
+        let secrets = context[SentSecrets.self]
         var line = "← \(context.requestID) \(response.status) after \(context.attempt) attempt(s), \(response.body.count) bytes"
         if bodyPreviewLimit > 0 && !response.body.isEmpty {
-            line += " body: " + redactor.preview(response.body, contentType: response.headers["Content-Type"], limit: bodyPreviewLimit)
+            line += " body: "
+                + redactor.preview(
+                    response.body, contentType: response.headers["Content-Type"], limit: bodyPreviewLimit,
+                    scrubbing: secrets)
         }
-        sink.write(LogEntry(level: .info, message: redactor.scrub(line, context[SentSecrets.self])))
+        sink.write(LogEntry(level: .info, message: redactor.scrub(line, secrets)))
     }
 
     /// Logs the failure (the error's description never contains secrets).

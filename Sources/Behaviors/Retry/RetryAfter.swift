@@ -1,3 +1,4 @@
+import ConveyorPipeline
 public import Foundation
 
 /// Parses the `Retry-After` header: delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
@@ -6,16 +7,16 @@ public enum RetryAfter {
     /// - Parameters:
     ///   - value: The header value, e.g. `"120"` or `"Wed, 21 Oct 2026 07:28:00 GMT"`.
     ///   - now: The current time, for HTTP-dates.
-    /// - Returns: The wait (zero for a date in the past), or `nil` for a negative or unparsable value.
+    /// - Returns: The wait (zero for a date in the past, at most 100 years), or `nil` for a
+    ///   negative or unparsable value.
     public static func delay(from value: String, now: Date) -> Duration? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-            // Digits only; anything too long for Int is "very long", which the caller caps.
-            return .seconds(Int(trimmed) ?? Int.max / 1_000_000_000_000)
+            // Digits only; anything too long for Int is "very long": the longest wait there is.
+            return Int(trimmed).map { Duration.seconds($0).clampedForConveyor } ?? .conveyorMaximum
         }
         guard let date = parseHTTPDate(trimmed) else { return nil }
-        let seconds = date.timeIntervalSince(now)
-        return seconds > 0 ? .milliseconds(Int64((seconds * 1000).rounded(.up))) : .zero
+        return .clampedSeconds(date.timeIntervalSince(now))
     }
 
     /// IMF-fixdate, and the obsolete RFC 850 and asctime forms.

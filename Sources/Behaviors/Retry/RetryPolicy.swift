@@ -56,7 +56,7 @@ public struct RetryPolicy: Sendable {
     ) {
         self.maxAttempts = max(1, maxAttempts)
         self.baseDelay = max(.zero, baseDelay)
-        self.multiplier = max(1, multiplier)
+        self.multiplier = multiplier.isNaN ? 1 : max(1, multiplier)
         self.maxDelay = max(.zero, maxDelay)
         self.jitter = jitter
         self.retryableStatuses = retryableStatuses
@@ -79,18 +79,15 @@ public struct RetryPolicy: Sendable {
     }
 
     /// The computed delay before retry `retry` (1-based), jitter applied.
+    ///
+    /// Computed in floating point and clamped, so no policy traps: an infinite or huge
+    /// multiplier stops at ``maxDelay``, and the result (jitter included) is between zero and
+    /// 100 years.
     /// - Parameter retry: 1 for the first retry.
     public func delay(beforeRetry retry: Int) -> Duration {
-        var delay = baseDelay
-        for _ in 1..<max(1, retry) {
-            delay = delay * multiplier
-            if delay >= maxDelay { break }
-        }
-        return max(.zero, jitter.apply(min(delay, maxDelay)))
+        let exponent = Double(min(max(1, retry), 100_000) - 1)
+        let seconds = min(baseDelay.secondsValue * pow(multiplier, exponent), maxDelay.secondsValue)
+        return jitter.apply(.clampedSeconds(seconds)).clampedForConveyor
     }
 }
 
-extension Duration {
-    /// Seconds as a `Double`.
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

@@ -1,0 +1,54 @@
+extension Duration {
+    /// The longest duration Conveyor computes or passes on: 100 years, which is "forever" for a
+    /// request and still far from the limits where clocks trap.
+    ///
+    /// `ContinuousClock` turns a deadline into seconds and nanoseconds of 64 bits; a
+    /// `.seconds(Int64.max)` timeout, a `Retry-After: 9223372036854775807` or a backoff
+    /// multiplier of `1e300` would trap there. Every duration that reaches a clock, a transport
+    /// or a caller goes through ``clampedForConveyor`` first.
+    package static let conveyorMaximum = Duration.seconds(3_155_760_000)
+
+    /// This duration, with a negative value raised to zero and anything longer than
+    /// ``conveyorMaximum`` lowered to it.
+    package var clampedForConveyor: Duration {
+        if self < .zero { return .zero }
+        return self > .conveyorMaximum ? .conveyorMaximum : self
+    }
+
+    /// A duration from seconds given as a `Double`, clamped like ``clampedForConveyor``; `NaN`
+    /// counts as zero and infinity as the maximum. Never traps, whatever the input.
+    /// - Parameter seconds: The length in seconds.
+    package static func clampedSeconds(_ seconds: Double) -> Duration {
+        guard seconds > 0 else { return .zero }  // also NaN
+        let maximum = Double(Duration.conveyorMaximum.components.seconds)
+        guard seconds < maximum else { return .conveyorMaximum }
+        return .nanoseconds(Int64((seconds * 1e9).rounded()))
+    }
+
+    /// The duration in seconds, as a `Double`.
+    package var secondsValue: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
+
+/// The end of a request step's allowed time on a clock: an absolute instant, so several steps of
+/// one attempt share one deadline.
+package struct Deadline: Sendable {
+    /// Sleeps until the deadline; throws when the sleeping task is cancelled.
+    let sleep: @Sendable () async throws -> Void
+
+    /// The deadline `duration` from now on `clock`.
+    /// - Parameters:
+    ///   - duration: How long from now; clamped (negative means now, at most 100 years).
+    ///   - clock: The clock to measure on.
+    package init(after duration: Duration, on clock: any Clock<Duration>) {
+        sleep = Self.sleeper(after: duration.clampedForConveyor, on: clock)
+    }
+
+    private static func sleeper<C: Clock<Duration>>(after duration: Duration, on clock: C) -> @Sendable () async throws
+        -> Void
+    {
+        let end = clock.now.advanced(by: duration)
+        return { try await clock.sleep(until: end, tolerance: nil) }
+    }
+}

@@ -1,0 +1,166 @@
+/// What the work of a guarded step checks between hooks: whether the step already ended without
+/// it. Hook runners take it so an abandoned step calls no further hook.
+package protocol StepSignal: AnyObject, Sendable {
+    /// Whether the step ended before its work did; the work's result will be ignored and it
+    /// must call no further hook.
+    var isAbandoned: Bool { get }
+}
+
+/// Something `RequestContext.cancel()` stops: the guarded step an interruptible request is in.
+package protocol ContextInterruptible: AnyObject, Sendable {
+    /// Ends the step with `.cancelled`.
+    func interrupt()
+}
+
+/// One step of a request (preparing an attempt, sending it, asking for a retry, a backoff wait)
+/// run in a task of its own, so that it can end early: when its deadline passes, when the caller's
+/// task is cancelled, or when `context.cancel()` is called on an interruptible context.
+///
+/// A step that ends early cancels its task and **abandons** it: the caller gets `.timedOut` or
+/// `.cancelled` at once and never awaits the work, so a hook or a transport that ignores
+/// cancellation cannot hold a request (contract rule 10). The work checks ``isAbandoned``
+/// between hooks, so an abandoned step calls no further hook, and ``checkpoint()`` before it
+/// sends, so an abandoned step never starts a send.
+///
+/// Costs one task per step, plus one for the deadline's timer; the engine calls a step's work
+/// directly when nothing needs guarding (no timeout, a transport that honors cancellation, a
+/// context nobody interrupts).
+package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptible {
+    /// What a step produced.
+    package enum Outcome: Sendable {
+        case finished(Value)
+        case timedOut
+        case cancelled
+    }
+
+    private enum Ending: Equatable {
+        case finished, timedOut, cancelled
+    }
+
+    private struct State {
+        var continuation: UnsafeContinuation<Void, Never>?
+        var ending: Ending?
+        var result: Value?
+        var worker: Task<Void, Never>?
+        var timer: Task<Void, Never>?
+        var checkpoints = 0
+        /// Whether the work had cancelled its own task when it finished or the step ended.
+        var workCancelledItself = false
+    }
+
+    private let state = Locked(State())
+
+    private init() {}
+
+    package var isAbandoned: Bool {
+        state.withLock { $0.ending != nil && $0.ending != .finished }
+    }
+
+    /// Marks a point of no return in the work (an attempt is prepared and about to be sent),
+    /// unless the step was abandoned.
+    /// - Returns: `false` when the step was abandoned: the work must stop here.
+    package func checkpoint() -> Bool {
+        state.withLock { state in
+            guard state.ending == nil else { return false }
+            state.checkpoints += 1
+            return true
+        }
+    }
+
+    package func interrupt() { end(.cancelled) }
+
+    /// Ends the step, once: later calls do nothing. Resumes the caller; cancels the timer, and
+    /// the worker too unless it is the one finishing (then with its result).
+    private func end(_ ending: Ending, result: Value? = nil, workCancelledItself: Bool = false) {
+        let (continuation, worker, timer) = state.withLock {
+            state -> (UnsafeContinuation<Void, Never>?, Task<Void, Never>?, Task<Void, Never>?) in
+            guard state.ending == nil else { return (nil, nil, nil) }
+            state.ending = ending
+            state.result = result
+            // Before the step cancels it: had a hook already cancelled the work's task?
+            state.workCancelledItself = workCancelledItself || (ending != .finished && state.worker?.isCancelled == true)
+            defer {
+                state.continuation = nil
+                state.worker = nil
+                state.timer = nil
+            }
+            return (state.continuation, state.worker, state.timer)
+        }
+        timer?.cancel()
+        if ending != .finished { worker?.cancel() }
+        continuation?.resume()
+    }
+
+    private func start(
+        _ continuation: UnsafeContinuation<Void, Never>, deadline: Deadline?,
+        work: @escaping @Sendable (GuardedStep) async -> Value
+    ) {
+        let endedAlready = state.withLock { state -> Bool in
+            if state.ending != nil { return true }
+            state.continuation = continuation
+            return false
+        }
+        if endedAlready {  // cancelled before it started: start nothing
+            continuation.resume()
+            return
+        }
+        let worker = Task {
+            let value = await work(self)
+            // Only the work itself can have cancelled its task if it finishes first: the step
+            // cancels its worker only when it ends early.
+            self.end(.finished, result: value, workCancelledItself: Task.isCancelled)
+        }
+        let timer = deadline.map { deadline in
+            Task {
+                do { try await deadline.sleep() } catch { return }  // cancelled: the step ended
+                self.end(.timedOut)
+            }
+        }
+        // The step may have ended while the tasks were being created.
+        let ending = state.withLock { state -> Ending? in
+            if state.ending == nil {
+                state.worker = worker
+                state.timer = timer
+            }
+            return state.ending
+        }
+        guard let ending else { return }
+        timer?.cancel()
+        if ending != .finished { worker.cancel() }
+    }
+
+    /// Runs `work` as a guarded step.
+    /// - Parameters:
+    ///   - deadline: When the step times out; `nil` for never.
+    ///   - context: A context whose `cancel()` ends the step; `nil` to ignore it.
+    ///   - work: The step's work; it receives the step to check ``isAbandoned`` and
+    ///     ``checkpoint()``.
+    /// - Returns: The outcome; how many checkpoints the work passed before the step ended; and
+    ///   whether the work had cancelled its own task by then (a hook that cancels "its" task:
+    ///   the caller treats that as cancelling the request, as if the hook had run in its task).
+    package static func run(
+        deadline: Deadline?, cancelledBy context: RequestContext?,
+        _ work: @escaping @Sendable (GuardedStep) async -> Value
+    ) async -> (outcome: Outcome, checkpoints: Int, cancelledItself: Bool) {
+        let step = GuardedStep()
+        context?.setInterruptTarget(step)
+        await withTaskCancellationHandler {
+            await withUnsafeContinuation { continuation in
+                step.start(continuation, deadline: deadline, work: work)
+            }
+        } onCancel: {
+            step.end(.cancelled)
+        }
+        context?.setInterruptTarget(nil)
+        let (ending, result, checkpoints, cancelledItself) = step.state.withLock {
+            ($0.ending, $0.result, $0.checkpoints, $0.workCancelledItself)
+        }
+        switch ending {
+        case .finished:
+            guard let result else { return (.cancelled, checkpoints, cancelledItself) }
+            return (.finished(result), checkpoints, cancelledItself)
+        case .timedOut: return (.timedOut, checkpoints, cancelledItself)
+        case .cancelled, nil: return (.cancelled, checkpoints, cancelledItself)
+        }
+    }
+}

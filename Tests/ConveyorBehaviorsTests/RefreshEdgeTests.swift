@@ -1,0 +1,187 @@
+import ConveyorTestSupport
+import ConveyorTesting
+import Foundation
+import Testing
+
+/// A refresher whose refresh hangs until its task is cancelled, and says that it saw it.
+final class HangingRefresher: TokenRefresher {
+    let started = Stuck()
+    let sawCancellation = Stuck()
+    func refreshToken(replacing expiredToken: String?) async throws -> String {
+        Task { await started.wait() }
+        let never = AsyncStream<Never> { _ in }
+        for await _ in never {}
+        Task { await sawCancellation.wait() }
+        throw CancellationError()
+    }
+}
+
+/// Contract rule 10 for the shared token refresh: a waiter leaves at once when cancelled or at
+/// its deadline, the refresh has its own timeout, and a refresher that uses the same client
+/// cannot deadlock it.
+@Suite struct RefreshEdgeTests {
+    func counted(
+        _ mock: MockTransport, auth: AuthTokenBehavior, counter: NetworkActivityCounter,
+        configuration: NetworkClient.Configuration = .init()
+    ) -> NetworkClient {
+        NetworkClient(baseURL: apiURL, transport: mock, configuration: configuration) {
+            ActivityCounterBehavior(counter: counter)
+            auth
+        }
+    }
+
+    @Test func cancellingWaitersOfAHungRefreshEndsThemAll() async {
+        let stuck = Stuck()
+        defer { stuck.release() }
+        let store = InMemoryTokenStore(token: "stale") { _ in
+            await stuck.wait()  // never returns, and ignores cancellation
+            return "never"
+        }
+        let auth = AuthTokenBehavior(tokens: store, refresher: store)
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/me", reply: .status(401))
+        let counter = NetworkActivityCounter()
+        let client = counted(mock, auth: auth, counter: counter)
+        let tasks = (0..<500).map { _ in
+            Task { await outcome { try await client.send(Request<Void>(path: "/me")) } }
+        }
+        await stuck.entered(1)  // the refresh is running, and requests are waiting for it
+        tasks.forEach { $0.cancel() }
+        var outcomes: [String] = []
+        for task in tasks { outcomes.append(await task.value) }
+        #expect(outcomes.allSatisfy { $0 == "cancelled" })
+        #expect(counter.count == 0)
+        #expect(await auth.refreshCount == 1)
+    }
+
+    @Test func waitersOfAHungRefreshTimeOutAtTheirDeadline() async {
+        let stuck = Stuck()
+        defer { stuck.release() }
+        let store = InMemoryTokenStore(token: "stale") { _ in
+            await stuck.wait()
+            return "never"
+        }
+        let auth = AuthTokenBehavior(tokens: store, refresher: store)
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/me", reply: .status(401))
+        let counter = NetworkActivityCounter()
+        let clock = ManualClock()
+        let client = counted(
+            mock, auth: auth, counter: counter, configuration: .init(timeout: .milliseconds(200), clock: clock))
+        let tasks = (0..<500).map { _ in
+            Task { await outcome { try await client.send(Request<Void>(path: "/me")) } }
+        }
+        await stuck.entered(1)
+        await clock.waitForSleepers(500)
+        clock.advance(by: .milliseconds(200))
+        var outcomes: [String] = []
+        for task in tasks { outcomes.append(await task.value) }
+        #expect(outcomes.allSatisfy { $0 == "timedOut" }, "\(Set(outcomes))")
+        #expect(counter.count == 0)
+        #expect(await auth.refreshCount == 1)
+    }
+
+    @Test func aRefreshThatOutlivesItsTimeoutFailsItsWaiters() async {
+        let refresher = HangingRefresher()
+        let clock = ManualClock()
+        let auth = AuthTokenBehavior(
+            tokens: InMemoryTokenStore(token: "stale"), refresher: refresher, refreshTimeout: .seconds(5), clock: clock)
+        #expect(auth.refreshTimeout == .seconds(5))
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/me", reply: .status(401))
+        let task = Task { await outcome { try await makeClient(mock) { auth }.send(Request<Void>(path: "/me")) } }
+        await refresher.started.entered(1)
+        await clock.waitForSleepers(1)  // the refresh's own timer
+        clock.advance(by: .seconds(5))
+        #expect(await task.value == "AuthTokenBehavior failed in additionalHeaders")
+        await refresher.sawCancellation.entered(1)  // the abandoned refresh was cancelled
+    }
+
+    @Test func aWaiterLeavesAndTheRefreshGoesOnForTheOthers() async {
+        let gate = Gate()
+        let tokens = FakeTokens("stale", gate: gate)
+        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens)
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/me", reply: authServer(valid: { "fresh-1" }))
+        let counter = NetworkActivityCounter()
+        let client = counted(mock, auth: auth, counter: counter)
+        let tasks = (0..<10).map { _ in
+            Task { await outcome { try await client.send(Request<Void>(path: "/me")) } }
+        }
+        while tokens.refreshes.withLock({ $0 }) == 0 { await Task.yield() }
+        tasks.prefix(5).forEach { $0.cancel() }
+        for task in tasks.prefix(5) { #expect(await task.value == "cancelled") }
+        await gate.open()
+        for task in tasks.suffix(5) { #expect(await task.value == "success") }
+        #expect(tokens.refreshes.withLock { $0 } == 1)
+        #expect(counter.count == 0)
+    }
+
+    @Test func theLastWaiterToLeaveCancelsTheRefresh() async {
+        let refresher = HangingRefresher()
+        let auth = AuthTokenBehavior(tokens: InMemoryTokenStore(token: "stale"), refresher: refresher)
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/me", reply: .status(401))
+        let client = makeClient(mock) { auth }
+        let tasks = (0..<3).map { _ in Task { await outcome { try await client.send(Request<Void>(path: "/me")) } } }
+        await refresher.started.entered(1)
+        tasks.forEach { $0.cancel() }
+        for task in tasks { #expect(await task.value == "cancelled") }
+        let cancelled = await withinTimeLimit(seconds: 30) { () -> Bool in
+            await refresher.sawCancellation.entered(1)
+            return true
+        }
+        #expect(cancelled != nil, "the refresh went on with no waiter left")
+    }
+
+    struct Token: Codable, Sendable { var token: String }
+
+    /// The refresher posts to `/refresh` through the very client whose 401 it is handling.
+    final class SameClientRefresher: TokenRefresher {
+        let client = Locked<NetworkClient?>(nil)
+        let store: InMemoryTokenStore
+        init(store: InMemoryTokenStore) { self.store = store }
+        func refreshToken(replacing expiredToken: String?) async throws -> String {
+            guard let client = client.withLock({ $0 }) else { throw AuthError.noRefresher }
+            let fresh = try await client.send(Request<Token>(method: .post, path: "/refresh")).token
+            store.setToken(fresh)
+            return fresh
+        }
+    }
+
+    @Test(arguments: [nil, Duration.seconds(30)])
+    func aRefresherThatSendsThroughTheSameClientWorks(timeout: Duration?) async {
+        let store = InMemoryTokenStore(token: "stale")
+        let refresher = SameClientRefresher(store: store)
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/me", reply: authServer(valid: { "fresh" }))
+        mock.stub(.post, "/v1/refresh", reply: .json(Token(token: "fresh")))
+        let auth = AuthTokenBehavior(tokens: store, refresher: refresher)
+        let client = NetworkClient(baseURL: apiURL, transport: mock, configuration: .init(timeout: timeout)) { auth }
+        refresher.client.withLock { $0 = client }
+        let result = await withinTimeLimit(seconds: 30) {
+            await outcome { try await client.send(Request<Void>(path: "/me")) }
+        }
+        #expect(result == "success")
+        let refresh = mock.requests.first { $0.url.path == "/v1/refresh" }
+        #expect(refresh != nil && refresh?.headers["Authorization"] == nil, "the refresh call carried the stale token")
+        #expect(await auth.refreshCount == 1)
+    }
+
+    @Test func aRefreshRequestThatGets401FailsTheRefreshInsteadOfWaitingOnItself() async {
+        let store = InMemoryTokenStore(token: "stale")
+        let refresher = SameClientRefresher(store: store)
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/me", reply: .status(401))
+        mock.stub(.post, "/v1/refresh", reply: .status(401))
+        let auth = AuthTokenBehavior(tokens: store, refresher: refresher)
+        let client = makeClient(mock) { auth }
+        refresher.client.withLock { $0 = client }
+        let result = await withinTimeLimit(seconds: 30) {
+            await outcome { try await client.send(Request<Void>(path: "/me")) }
+        }
+        #expect(result == "AuthTokenBehavior failed in additionalHeaders")
+        #expect(await auth.refreshCount == 1)
+        #expect(mock.requests.filter { $0.url.path == "/v1/refresh" }.count == 1)
+    }
+}

@@ -1,0 +1,109 @@
+import Conveyor
+import ConveyorTestSupport
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// DESIGN rule 11: a credential goes only to the origins it is scoped to, and no redirect
+/// carries it to another one. Each kind of credential a user can configure is tried, against two
+/// real servers on different ports (different origins).
+@Suite struct CredentialScopeTests {
+    /// A way to attach a credential, and the header it ends up in.
+    struct Kind: CustomTestStringConvertible, Sendable {
+        let name: String
+        let header: String
+        let value: String
+        let make: @Sendable (_ allowed: [URL]) -> any RequestBehavior
+        var testDescription: String { name }
+    }
+
+    static let kinds: [Kind] = [
+        Kind(name: "bearer token", header: "Authorization", value: "Bearer tok-3f9a-SECRET") { allowed in
+            AuthTokenBehavior(tokens: InMemoryTokenStore(token: "tok-3f9a-SECRET"), allowedOrigins: allowed)
+        },
+        Kind(name: "custom auth header", header: "X-Auth-Token", value: "tok-3f9a-SECRET") { allowed in
+            AuthTokenBehavior(
+                tokens: InMemoryTokenStore(token: "tok-3f9a-SECRET"), header: .custom("X-Auth-Token"), allowedOrigins: allowed)
+        },
+        Kind(name: "custom auth header of the user's", header: "X-Session-Ticket", value: "tok-3f9a-SECRET") { allowed in
+            AuthTokenBehavior(
+                tokens: InMemoryTokenStore(token: "tok-3f9a-SECRET"), header: .custom("X-Session-Ticket"),
+                allowedOrigins: allowed)
+        },
+        Kind(name: "X-API-Key", header: "X-API-Key", value: "apikey-SECRET") { allowed in
+            HeadersBehavior(["X-API-Key": "apikey-SECRET"], allowedOrigins: allowed)
+        },
+        Kind(name: "header marked sensitive", header: "X-Tenant-Secret", value: "pa55-SECRET") { allowed in
+            HeadersBehavior(["X-Tenant-Secret": "pa55-SECRET"], sensitive: ["X-Tenant-Secret"], allowedOrigins: allowed)
+        },
+        Kind(name: "cookie", header: "Cookie", value: "session=cookie-77-SECRET") { allowed in
+            HeadersBehavior(["Cookie": "session=cookie-77-SECRET"], allowedOrigins: allowed)
+        },
+    ]
+
+    func client(_ base: LocalServer, _ kind: Kind, allowed: [URL] = []) -> NetworkClient {
+        NetworkClient(baseURL: base.baseURL, transport: URLSessionTransport(configuration: .ephemeral)) {
+            kind.make(allowed)
+            HeadersBehavior(["X-Public": "visible"])  // not a credential: goes everywhere
+        }
+    }
+
+    /// Runs `check` for every kind against one pair of servers (a test that starts two servers
+    /// per kind adds a dozen processes and sessions to a parallel run, and noise to the memory
+    /// tests).
+    func forEveryKind(_ check: (Kind, _ origin: LocalServer, _ other: LocalServer) async throws -> Void) async throws {
+        try await LocalServer.withServer { origin in
+            try await LocalServer.withServer { other in
+                for kind in Self.kinds { try await check(kind, origin, other) }
+            }
+        }
+    }
+
+    @Test func aCrossOriginRedirectLeavesEveryKindOfCredentialBehind() async throws {
+        try await forEveryKind { kind, origin, other in
+            let client = client(origin, kind)
+            let away = try await client.send(
+                Request<Echo>(path: "/redirect", query: ["to": other.url("/echo").absoluteString]))
+            #expect(away.headers["host"] == "127.0.0.1:\(other.port)")
+            #expect(away.headers[kind.header.lowercased()] == nil, "\(kind.header) followed the redirect")
+            #expect(away.headers["x-public"] == "visible")
+            let home = try await client.send(Request<Echo>(path: "/redirect", query: ["to": "/echo"]))
+            #expect(home.headers[kind.header.lowercased()] == kind.value)
+        }
+    }
+
+    @Test func anAbsoluteURLToAnotherOriginGoesWithoutAnyKindOfCredential() async throws {
+        try await forEveryKind { kind, origin, other in
+            let elsewhere = other.url("/echo?page=2").absoluteString
+            let away = try await client(origin, kind).send(Request<Echo>(path: elsewhere))
+            #expect(away.headers[kind.header.lowercased()] == nil, "\(kind.header) went to another origin")
+            #expect(away.headers["x-public"] == "visible")
+            // An absolute URL on the base origin is the base origin.
+            let home = try await client(origin, kind).send(Request<Echo>(path: origin.url("/echo").absoluteString))
+            #expect(home.headers[kind.header.lowercased()] == kind.value)
+            // Listed origins get it.
+            let listed = try await client(origin, kind, allowed: [other.baseURL]).send(Request<Echo>(path: elsewhere))
+            #expect(listed.headers[kind.header.lowercased()] == kind.value)
+        }
+    }
+
+    @Test func aUserCanAddASensitiveName() {
+        #expect(!SensitiveHeaders.contains("X-Invented-Credential"))
+        SensitiveHeaders.add(["x-invented-credential"])
+        #expect(SensitiveHeaders.contains("X-Invented-Credential"))
+        let headers: HTTPHeaders = ["X-Invented-Credential": "hunter2-SECRET", "Accept": "*/*"]
+        #expect(!headers.description.contains("hunter2"))
+        #expect(headers.description.contains("*/*"))
+    }
+
+    @Test func originsCompareSchemeHostAndDefaultPort() throws {
+        let url = { (text: String) in try #require(URL(string: text)) }
+        #expect(Origin(try url("https://API.test/v1")) == Origin(try url("https://api.test:443/other")))
+        #expect(Origin(try url("http://api.test")) != Origin(try url("https://api.test")))
+        #expect(Origin(try url("https://api.test:8443")) != Origin(try url("https://api.test")))
+        #expect(Origin(try url("https://api.test.evil.example")) != Origin(try url("https://api.test")))
+    }
+}
