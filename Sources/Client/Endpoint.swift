@@ -78,11 +78,12 @@ extension Endpoint {
         return request
     }
 
-    /// A typed request for this endpoint whose JSON response decodes into `Output`.
+    /// A typed request for this endpoint whose response becomes `Output` by the one decoding
+    /// rule (`Data` raw, `String` UTF-8 text, anything else JSON).
     /// - Parameter output: The output type.
     /// - Returns: The request.
     public func request<Output: Decodable>(as output: Output.Type = Output.self) -> Request<Output> {
-        request(decode: decodeJSON)
+        request(decode: decodingRule(for: Output.self))
     }
 
     /// A typed request for this endpoint that ignores the response body.

@@ -130,6 +130,31 @@ public final class NetworkClient: NetworkClientProtocol {
     /// - Returns: The decoded output.
     /// - Throws: ``ConveyorPipeline/NetworkError``, and nothing else.
     public func send<Output>(_ request: Request<Output>) async throws(NetworkError) -> Output {
+        try await perform(request) { response, _, decoder in try request.decode(response, decoder) }
+    }
+
+    /// Sends a request like ``send(_:)`` and returns the decoded value together with the final
+    /// response (status, headers, body) and the number of attempts it took.
+    ///
+    /// ```swift
+    /// let page = try await client.response(for: Request<[Movie]>(path: "/movies"))
+    /// let next = page.response.headers["Link"]
+    /// print(page.value.count, "movies after", page.attempts, "attempt(s)")
+    /// ```
+    /// - Parameter request: The typed request.
+    /// - Returns: The value, the response it was decoded from, and the attempt count.
+    /// - Throws: ``ConveyorPipeline/NetworkError``, and nothing else.
+    public func response<Output>(for request: Request<Output>) async throws(NetworkError) -> Response<Output> {
+        try await perform(request) { response, context, decoder in
+            Response(value: try request.decode(response, decoder), response: response, attempts: context.attempt)
+        }
+    }
+
+    /// Runs `request` through the pipeline; `finish` turns the final response into the result.
+    private func perform<Output, Result>(
+        _ request: Request<Output>,
+        _ finish: (HTTPResponse, RequestContext, JSONDecoder) throws -> Result
+    ) async throws(NetworkError) -> Result {
         let absolute = URLBuilder.isAbsolute(request.path)
         let httpRequest = try makeHTTPRequest(request, absolute: absolute)
         let plan =
@@ -140,7 +165,7 @@ public final class NetworkClient: NetworkClientProtocol {
         let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
         let decoder = configuration.decoder
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
-            try request.decode(response, decoder)
+            try finish(response, context, decoder)
         }
     }
 

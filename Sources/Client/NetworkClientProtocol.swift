@@ -23,6 +23,31 @@ public protocol NetworkClientProtocol: Sendable {
 }
 
 extension NetworkClientProtocol {
+    /// Sends a request and returns its outcome as a `Result` instead of throwing.
+    ///
+    /// `try await client.send(…)` throws ``ConveyorPipeline/NetworkError`` and nothing else, but
+    /// Swift forgets that type when the call sits in a closure whose error type is inferred, such
+    /// as `Task { }`: its `catch` sees `any Error`. A `Result` keeps the type:
+    ///
+    /// ```swift
+    /// Task {
+    ///     switch await client.result(for: Request<[Movie]>(path: "/movies")) {
+    ///     case .success(let movies): show(movies)
+    ///     case .failure(.offline): showOfflineBanner()
+    ///     case .failure(let error): showError(error)
+    ///     }
+    /// }
+    /// ```
+    /// - Parameter request: The request.
+    /// - Returns: The decoded output, or the ``ConveyorPipeline/NetworkError`` that ended it.
+    public func result<Output>(for request: Request<Output>) async -> Result<Output, NetworkError> {
+        do {
+            return .success(try await send(request))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// Sends a request with extra per-request behaviors.
     /// - Parameters:
     ///   - request: The request.

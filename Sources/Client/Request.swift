@@ -86,7 +86,10 @@ public struct Request<Output>: Sendable {
 }
 
 extension Request where Output: Decodable {
-    /// Creates a request whose JSON response body is decoded into `Output`.
+    /// Creates a request whose response body becomes `Output` by the one decoding rule:
+    /// `Data` is the raw body, `String` the body as UTF-8 text, and any other `Decodable` is
+    /// decoded from JSON with the client's decoder. Every entry point (`get`, `post`, endpoints,
+    /// `Request`) follows the same rule.
     /// - Parameters:
     ///   - method: The HTTP method.
     ///   - path: A path relative to the base URL, or an absolute URL.
@@ -101,52 +104,7 @@ extension Request where Output: Decodable {
     ) {
         self.init(
             method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
-            behaviors: behaviors, decode: decodeJSON)
-    }
-}
-
-extension Request where Output == Data {
-    /// Creates a request that returns the raw response body.
-    /// - Parameters:
-    ///   - method: The HTTP method.
-    ///   - path: A path relative to the base URL, or an absolute URL.
-    ///   - query: Query parameters.
-    ///   - headers: Headers that win over behaviors' headers.
-    ///   - body: The body.
-    ///   - timeout: The per-attempt timeout.
-    ///   - behaviors: Behaviors for this request only.
-    public init(
-        method: HTTPMethod = .get, path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:],
-        body: RequestBody = .none, timeout: Duration? = nil, behaviors: [any RequestBehavior] = []
-    ) {
-        self.init(
-            method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
-            behaviors: behaviors, decode: { response, _ in response.body })
-    }
-}
-
-extension Request where Output == String {
-    /// Creates a request that returns the response body as UTF-8 text; invalid UTF-8 fails
-    /// with ``ConveyorPipeline/NetworkError/decodingFailed(_:underlying:)``.
-    /// - Parameters:
-    ///   - method: The HTTP method.
-    ///   - path: A path relative to the base URL, or an absolute URL.
-    ///   - query: Query parameters.
-    ///   - headers: Headers that win over behaviors' headers.
-    ///   - body: The body.
-    ///   - timeout: The per-attempt timeout.
-    ///   - behaviors: Behaviors for this request only.
-    public init(
-        method: HTTPMethod = .get, path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:],
-        body: RequestBody = .none, timeout: Duration? = nil, behaviors: [any RequestBehavior] = []
-    ) {
-        self.init(
-            method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
-            behaviors: behaviors,
-            decode: { response, _ in
-                guard let text = String(validating: response.body, as: UTF8.self) else { throw InvalidUTF8Error() }
-                return text
-            })
+            behaviors: behaviors, decode: decodingRule(for: Output.self))
     }
 }
 
@@ -193,6 +151,32 @@ extension Request where Output == HTTPResponse {
 /// The response body is not valid UTF-8.
 struct InvalidUTF8Error: Error, SafelyDescribable {
     var description: String { "the body is not valid UTF-8" }
+}
+
+/// The one decoding rule for `Decodable` outputs: `Data` is the raw body, `String` the body as
+/// UTF-8 text, anything else JSON. Chosen once per request, by comparing metatypes.
+func decodingRule<Output: Decodable>(for output: Output.Type) -> @Sendable (HTTPResponse, JSONDecoder) throws -> Output {
+    if output == Data.self { return rawBody }
+    if output == String.self { return utf8Text }
+    return decodeJSON
+}
+
+/// The raw body, for `Output == Data`.
+@Sendable private func rawBody<Output>(_ response: HTTPResponse, _: JSONDecoder) throws -> Output {
+    guard let body = response.body as? Output else { throw OutputTypeError() }
+    return body
+}
+
+/// The body as UTF-8 text, for `Output == String`.
+@Sendable private func utf8Text<Output>(_ response: HTTPResponse, _: JSONDecoder) throws -> Output {
+    guard let text = String(validating: response.body, as: UTF8.self) else { throw InvalidUTF8Error() }
+    guard let output = text as? Output else { throw OutputTypeError() }
+    return output
+}
+
+/// A decoding rule was chosen for another output type (unreachable: rules are chosen by type).
+struct OutputTypeError: Error, SafelyDescribable {
+    var description: String { "the output type does not match the decoding rule" }
 }
 
 /// Decodes a JSON body; a plain function so no metatype is captured in a closure.

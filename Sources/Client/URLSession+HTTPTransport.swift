@@ -86,6 +86,8 @@ final class DataTaskExchange: Sendable {
         /// that passes the limit never holds more than the limit and one chunk.
         var chunks: [Data] = []
         var size = 0
+        /// The transport stopped following redirects at its limit.
+        var tooManyRedirects = false
     }
 
     let request: HTTPRequest
@@ -142,10 +144,19 @@ final class DataTaskExchange: Sendable {
         }
     }
 
+    /// The transport refused to follow one more redirect: the task ends with the last 3xx,
+    /// which the caller gets as ``ConveyorPipeline/NetworkError/tooManyRedirects``.
+    func stopRedirecting() {
+        state.withLock { $0.tooManyRedirects = true }
+    }
+
     /// The task ended.
     func complete(response: URLResponse?, error: (any Error)?) {
         completing.withLock { $0 = true }
         if let error { return finish(.failure(error), cancellingTask: false) }
+        if state.withLock({ $0.tooManyRedirects }) {
+            return finish(.failure(NetworkError.tooManyRedirects), cancellingTask: false)
+        }
         guard let http = response as? HTTPURLResponse else {
             return finish(.failure(NetworkError.transportFailed(NotHTTPResponseError())), cancellingTask: false)
         }

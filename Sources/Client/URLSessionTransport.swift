@@ -13,8 +13,9 @@ public import ConveyorPipeline
 ///   (``ConveyorPipeline/SensitiveHeaders``: `Authorization`, `Cookie`, `X-API-Key`, a custom
 ///   `AuthTokenBehavior` header…), so a credential never leaves the origin it was meant for.
 ///   (Linux's URLSession would forward them.)
-/// - At most ``maximumRedirects`` redirects are followed; after that the last 3xx response is
-///   returned as it is, and the client reports it as ``ConveyorPipeline/NetworkError/unacceptableStatus(_:)``.
+/// - At most ``maximumRedirects`` redirects are followed; one more fails the request with
+///   ``ConveyorPipeline/NetworkError/tooManyRedirects`` (a server's own 3xx that is not a
+///   redirect to follow stays ``ConveyorPipeline/NetworkError/unacceptableStatus(_:)``).
 /// - The body is collected as it arrives, and the transfer stops as soon as it passes the
 ///   request's ``ConveyorPipeline/HTTPRequest/maxResponseSize`` (counted after content decoding,
 ///   so a small gzip that inflates to gigabytes stops at the limit too):
@@ -121,7 +122,8 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
         redirects[task.taskIdentifier] = count
         lock.unlock()
         guard count <= maximumRedirects else {
-            completionHandler(nil)  // hand back the 3xx response as it is
+            exchange(for: task)?.stopRedirecting()
+            completionHandler(nil)  // end the task with the 3xx; the exchange reports the cap
             return
         }
         var next = request

@@ -17,6 +17,13 @@ public import Foundation
 /// ```
 ///
 /// Descriptions never contain header values, query strings or bodies, so they are safe to log.
+///
+/// Errors compare with `==` (see ``==(_:_:)``), so tests can write `#expect(throws:
+/// NetworkError.offline)` or `error == .cancelled`.
+///
+/// New cases may be added in a minor version. A `switch` that lists every case should end with
+/// `@unknown default:`; a case added later then lands there, and the compiler warns instead of
+/// failing the build.
 public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// The request could not be built or may not be sent (a bad URL, a header with CR/LF/NUL,
     /// a body that failed to encode). Nothing was sent.
@@ -44,6 +51,10 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugS
     case connectionFailed(any Error)
     /// The request's task was cancelled.
     case cancelled
+    /// The server redirected more times than the transport follows
+    /// (``URLSessionTransport``'s `maximumRedirects`, URLSession's own limit otherwise). A server
+    /// that answers a 3xx the client does not follow is ``unacceptableStatus(_:)`` instead.
+    case tooManyRedirects
     /// The transport failed in another way (TLS, a malformed response…).
     case transportFailed(any Error)
 
@@ -76,6 +87,7 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugS
         case .offline: "The device is offline"
         case .connectionFailed(let underlying): "Connection failed: \(Self.describe(underlying))"
         case .cancelled: "The request was cancelled"
+        case .tooManyRedirects: "The server redirected too many times"
         case .transportFailed(let underlying): "Transport failed: \(Self.describe(underlying))"
         }
     }
@@ -137,6 +149,7 @@ extension NetworkError {
             switch error.code {
             case .cancelled: self = .cancelled
             case .timedOut: self = .timedOut
+            case .httpTooManyRedirects: self = .tooManyRedirects
             case .notConnectedToInternet, .dataNotAllowed, .internationalRoamingOff, .callIsActive:
                 self = .offline
             case .cannotFindHost, .cannotConnectToHost, .networkConnectionLost, .dnsLookupFailed,
@@ -153,6 +166,48 @@ extension NetworkError {
         if case .cancelled = self { return true }
         return false
     }
+}
+
+extension NetworkError: Equatable {
+    /// Whether two errors are the same failure, for tests and `if error == .offline`.
+    ///
+    /// - Cases with a response (``unauthorized(_:)``, ``notFound(_:)``,
+    ///   ``unacceptableStatus(_:)``, ``decodingFailed(_:underlying:)``) compare by status, not by
+    ///   headers or body.
+    /// - Underlying errors (`any Error`) are equal when they have the same type and, if that type
+    ///   is `Equatable` (`URLError`, your own), are `==`.
+    /// - Every other payload (a reason, a behavior name and hook, a limit) compares by value.
+    public static func == (lhs: NetworkError, rhs: NetworkError) -> Bool {
+        switch (lhs, rhs) {
+        case (.invalidRequest(let a), .invalidRequest(let b)): a == b
+        case (.behaviorFailed(let a, let hookA, let errorA), .behaviorFailed(let b, let hookB, let errorB)):
+            a == b && hookA == hookB && sameError(errorA, errorB)
+        case (.unauthorized(let a), .unauthorized(let b)), (.notFound(let a), .notFound(let b)),
+            (.unacceptableStatus(let a), .unacceptableStatus(let b)):
+            a.status == b.status
+        case (.decodingFailed(let a, let errorA), .decodingFailed(let b, let errorB)):
+            a.status == b.status && sameError(errorA, errorB)
+        case (.timedOut, .timedOut), (.offline, .offline), (.cancelled, .cancelled),
+            (.tooManyRedirects, .tooManyRedirects):
+            true
+        case (.responseTooLarge(let a), .responseTooLarge(let b)): a == b
+        case (.connectionFailed(let a), .connectionFailed(let b)), (.transportFailed(let a), .transportFailed(let b)):
+            sameError(a, b)
+        default: false
+        }
+    }
+}
+
+/// Same type and, for `Equatable` types, `==`.
+private func sameError(_ a: any Error, _ b: any Error) -> Bool {
+    guard type(of: a) == type(of: b) else { return false }
+    if let a = (a as Any) as? any Equatable { return a.isEqual(to: b) }
+    return true
+}
+
+extension Equatable {
+    /// `self == other` when `other` is a `Self`.
+    fileprivate func isEqual(to other: Any) -> Bool { (other as? Self) == self }
 }
 
 extension NetworkError: CustomReflectable, LocalizedError {

@@ -123,7 +123,3 @@ import Testing
     }
 }
 
-extension NetworkError: Equatable {
-    /// Test-only equality by description (errors carry `any Error` payloads).
-    static func == (lhs: NetworkError, rhs: NetworkError) -> Bool { lhs.description == rhs.description }
-}

@@ -289,6 +289,9 @@ func name(of error: NetworkError) -> String {
     case .connectionFailed: "connectionFailed"
     case .cancelled: "cancelled"
     case .transportFailed: "transportFailed"
+    case .tooManyRedirects: "tooManyRedirects"
+    // As NetworkError's documentation asks: a case added later lands here with a warning.
+    @unknown default: "unknown"
     }
 }
 

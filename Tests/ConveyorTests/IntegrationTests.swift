@@ -258,15 +258,39 @@ struct SignalBeforeSend: RequestBehavior {
         }
     }
 
-    @Test func aRedirectLoopEndsWithTheLast3xxResponse() async throws {
+    @Test(arguments: [0, 3])
+    func aRedirectLoopEndsWithTooManyRedirects(limit: Int) async throws {
         try await LocalServer.withServer { server in
             let client = NetworkClient(
-                baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral, maximumRedirects: 3))
-            do throws(NetworkError) {
+                baseURL: server.baseURL,
+                transport: URLSessionTransport(configuration: .ephemeral, maximumRedirects: limit))
+            await #expect(throws: NetworkError.tooManyRedirects) {
                 try await client.send(Request<Void>(path: "/loop"))  // redirects to itself forever
-                Issue.record("expected a 3xx failure")
+            }
+        }
+    }
+
+    @Test func aPlainSessionsRedirectLoopEndsWithTooManyRedirects() async throws {
+        try await LocalServer.withServer { server in
+            let client = NetworkClient(baseURL: server.baseURL, transport: URLSession(configuration: .ephemeral))
+            await #expect(throws: NetworkError.tooManyRedirects) {
+                try await client.send(Request<Void>(path: "/loop"))
+            }
+        }
+    }
+
+    @Test func a3xxThatIsNotARedirectIsAnUnacceptableStatus() async throws {
+        try await LocalServer.withServer { server in
+            let client = NetworkClient(baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral))
+            do throws(NetworkError) {
+                try await client.send(Request<Void>(path: "/status/300"))  // no Location
+                Issue.record("expected a failure")
             } catch {
-                #expect(error.status == 302)
+                guard case .unacceptableStatus(let response) = error else {
+                    Issue.record("expected unacceptableStatus, got \(error)")
+                    return
+                }
+                #expect(response.status == 300)
             }
         }
     }

@@ -1,0 +1,112 @@
+import Conveyor
+import ConveyorTesting
+import Foundation
+import Testing
+
+/// Issue 13: what a newcomer trips on.
+@Suite struct DecodingRuleTests {
+    struct Movie: Codable, Equatable, Sendable { var id: Int }
+    let api = URL(string: "https://api.test/v1")!
+
+    /// Every entry point turns the same body into the same output, for every output kind.
+    @Test func everyEntryPointFollowsTheSameRule() async throws {
+        enum API: Endpoint { case name; var path: String { "/name" } }
+        let mock = MockTransport()
+        mock.stub(.get, "/v1/name", reply: .text("hello"))
+        mock.stub(.get, "/v1/movie", reply: .json(Movie(id: 7)))
+        let client = NetworkClient(baseURL: api, transport: mock)
+
+        let viaGet: String = try await client.get("/name")
+        let viaRequest = try await client.send(Request<String>(path: "/name"))
+        let viaEndpoint = try await client.send(API.name, as: String.self)
+        #expect([viaGet, viaRequest, viaEndpoint] == ["hello", "hello", "hello"])
+
+        let dataViaGet: Data = try await client.get("/name")
+        let dataViaRequest = try await client.send(Request<Data>(path: "/name"))
+        let dataViaEndpoint = try await client.send(API.name, as: Data.self)
+        #expect(Set([dataViaGet, dataViaRequest, dataViaEndpoint]) == [Data("hello".utf8)])
+
+        let movie: Movie = try await client.get("/movie")
+        #expect(movie == Movie(id: 7))
+    }
+
+    @Test func invalidUTF8IsADecodingFailureEverywhere() async throws {
+        let mock = MockTransport()
+        mock.stub(.get, "/v1/bad", reply: .response(status: 200, headers: [:], body: Data([0xFF, 0xFE])))
+        let client = NetworkClient(baseURL: api, transport: mock)
+        await #expect {
+            let _: String = try await client.get("/bad")
+        } throws: { error in
+            guard case NetworkError.decodingFailed = error else { return false }
+            return true
+        }
+    }
+}
+
+@Suite struct NetworkErrorEqualityTests {
+    let request = HTTPRequest(method: .get, url: URL(string: "https://api.test/x")!)
+
+    @Test func casesWithAResponseCompareByStatus() {
+        let a = HTTPResponse(status: 404, headers: ["A": "1"], body: Data("a".utf8), request: request)
+        let b = HTTPResponse(status: 404, headers: ["B": "2"], body: Data("b".utf8), request: request)
+        let c = HTTPResponse(status: 500, request: request)
+        #expect(NetworkError.notFound(a) == .notFound(b))
+        #expect(NetworkError.unacceptableStatus(a) != .unacceptableStatus(c))
+        #expect(NetworkError.notFound(a) != .unacceptableStatus(a))
+    }
+
+    @Test func underlyingErrorsCompareByTypeAndEquality() {
+        struct Opaque: Error {}
+        #expect(NetworkError.transportFailed(URLError(.badURL)) == .transportFailed(URLError(.badURL)))
+        #expect(NetworkError.transportFailed(URLError(.badURL)) != .transportFailed(URLError(.timedOut)))
+        #expect(NetworkError.transportFailed(Opaque()) == .transportFailed(Opaque()))
+        #expect(NetworkError.transportFailed(Opaque()) != .transportFailed(URLError(.badURL)))
+        #expect(
+            NetworkError.behaviorFailed(behavior: "Auth", hook: .modify, underlying: Opaque())
+                != .behaviorFailed(behavior: "Auth", hook: .validate, underlying: Opaque()))
+    }
+
+    @Test func payloadFreeCasesAndLimits() {
+        #expect(NetworkError.offline == .offline)
+        #expect(NetworkError.offline != .cancelled)
+        #expect(NetworkError.responseTooLarge(limit: 1) != .responseTooLarge(limit: 2))
+        #expect(NetworkError.invalidRequest("a") == .invalidRequest("a"))
+    }
+
+    @Test func expectThrowsCompiles() async {
+        let mock = MockTransport()
+        mock.enqueue(.failure(URLError(.notConnectedToInternet)))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
+        await #expect(throws: NetworkError.offline) {
+            try await client.send(Request<Void>(path: "/x"))
+        }
+    }
+}
+
+@Suite struct ResponseAndResultTests {
+    @Test func theValueComesWithTheResponseAndTheAttemptCount() async throws {
+        let mock = MockTransport()
+        mock.enqueue(.status(503), .json([1, 2], headers: ["Link": "<next>"]))
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.test")!, transport: mock, configuration: .init(clock: ImmediateClock())
+        ) {
+            RetryBehavior(.exponentialBackoff(maxAttempts: 3))
+        }
+        let page = try await client.response(for: Request<[Int]>(path: "/numbers"))
+        #expect(page.value == [1, 2])
+        #expect(page.response.status == 200)
+        #expect(page.response.headers["Link"] == "<next>")
+        #expect(page.attempts == 2)
+    }
+
+    @Test func resultKeepsTheErrorTypeThroughATask() async {
+        let mock = MockTransport()
+        mock.enqueue(.failure(URLError(.notConnectedToInternet)))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
+        let outcome = await Task { await client.result(for: Request<Void>(path: "/x")) }.value
+        switch outcome {
+        case .success: Issue.record("expected a failure")
+        case .failure(let error): #expect(error == .offline)
+        }
+    }
+}
