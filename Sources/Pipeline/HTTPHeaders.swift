@@ -114,10 +114,39 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
         fields.removeAll { Self.namesEqual($0.name, name) }
     }
 
-    /// Sets each field of `other` here, replacing fields of the same name: `other` wins.
-    /// - Parameter other: The fields to set.
+    /// Merges `other` into this list by the one merge rule for header names: **for each name,
+    /// the fields of the last list that has the name win, all of them.**
+    ///
+    /// - A name only this list has keeps its fields where they are.
+    /// - A name `other` has replaces every field of that name here by all of `other`'s fields of
+    ///   that name, in `other`'s order, at the position of the first field it replaces (or at the
+    ///   end). A name `other` repeats (`X-Dup: a`, `X-Dup: b`) stays repeated.
+    /// - Names compare case-insensitively; the spelling of the winning fields is kept.
+    ///
+    /// The pipeline merges behaviors' ``RequestBehavior/additionalHeaders(for:context:)`` this
+    /// way, outermost first, so an inner behavior wins; headers set on the request itself win
+    /// over all of them by the same rule.
+    /// - Parameter other: The fields that win.
     public mutating func merge(_ other: HTTPHeaders) {
-        for field in other.fields { self[field.name] = field.value }
+        guard !other.isEmpty else { return }
+        guard !fields.isEmpty else {
+            fields = other.fields
+            return
+        }
+        var result: [Field] = []
+        result.reserveCapacity(fields.count + other.fields.count)
+        for field in fields {
+            guard other.contains(field.name) else {
+                result.append(field)
+                continue
+            }
+            // The first field of a replaced name: put all of other's fields of that name here.
+            if !result.contains(where: { Self.namesEqual($0.name, field.name) }) {
+                result.append(contentsOf: other.fields.filter { Self.namesEqual($0.name, field.name) })
+            }
+        }
+        for field in other.fields where !contains(field.name) { result.append(field) }
+        fields = result
     }
 
     /// Two header lists are equal when they hold the same fields in the same order, with names

@@ -340,17 +340,16 @@ package struct RequestRunner: Sendable {
         return attempt
     }
 
-    /// Adds the behaviors' merged headers to an attempt, except where the caller's request set
-    /// a field of the same name.
+    /// Adds the behaviors' merged headers to an attempt by ``HTTPHeaders/merge(_:)``'s rule, the
+    /// request's own fields last, so they win (all of a name's values).
     @inline(__always)
     static func add(_ added: HTTPHeaders, to attempt: inout HTTPRequest) {
         if attempt.headers.isEmpty {
             attempt.headers = added  // nothing to override: share the merged list, no copy
         } else {
-            let own = attempt.headers
-            for field in added where !own.contains(field.name) {
-                attempt.headers.add(name: field.name, value: field.value)
-            }
+            var merged = added
+            merged.merge(attempt.headers)
+            attempt.headers = merged
         }
     }
 

@@ -1,3 +1,4 @@
+import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
@@ -79,5 +80,82 @@ import Testing
             try await client.send(Request<Void>(path: "/x", headers: ["Bad\r\nName": "v"]))
         }
         #expect(mock.requests.isEmpty)
+    }
+}
+
+/// The one merge rule for repeated header names (HTTPHeaders.merge): for each name, the fields of
+/// the last list that has it win, all of them. Checked against a model on generated lists, and
+/// through the pipeline with behaviors in every order.
+@Suite struct HeaderMergeRuleTests {
+    struct Contributes: RequestBehavior {
+        let headers: HTTPHeaders
+        func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+            headers
+        }
+    }
+
+    /// The rule, written the obvious way: per lowercased name, the last contributor's values.
+    static func model(_ lists: [HTTPHeaders]) -> [String: [String]] {
+        var result: [String: [String]] = [:]
+        for list in lists {
+            var seen: [String: [String]] = [:]
+            for field in list { seen[field.name.lowercased(), default: []].append(field.value) }
+            for (name, values) in seen { result[name] = values }
+        }
+        return result
+    }
+
+    static func grouped(_ headers: HTTPHeaders) -> [String: [String]] {
+        var result: [String: [String]] = [:]
+        for field in headers { result[field.name.lowercased(), default: []].append(field.value) }
+        return result
+    }
+
+    static func randomList(_ generator: inout SplitMix64, tag: String) -> HTTPHeaders {
+        let names = ["X-Dup", "x-dup", "X-DUP", "Accept", "accept", "X-Only"]
+        var headers = HTTPHeaders()
+        for index in 0..<Int.random(in: 0...4, using: &generator) {
+            headers.add(name: names.randomElement(using: &generator)!, value: "\(tag)\(index)")
+        }
+        return headers
+    }
+
+    @Test func mergingFollowsTheModelOnGeneratedLists() {
+        var generator = SplitMix64(state: 13)
+        for _ in 0..<2_000 {
+            let lists = (0..<3).map { Self.randomList(&generator, tag: "L\($0)-") }
+            var merged = HTTPHeaders()
+            for list in lists { merged.merge(list) }
+            #expect(Self.grouped(merged) == Self.model(lists), "\(lists.map { Array($0) })")
+        }
+    }
+
+    @Test func aRepeatedNameMergesTheSameWayInEveryOrderThroughThePipeline() async throws {
+        let dup: HTTPHeaders = [("X-Dup", "a"), ("x-dup", "b")].reduce(into: HTTPHeaders()) {
+            $0.add(name: $1.0, value: $1.1)
+        }
+        let other: HTTPHeaders = ["X-Other": "o"]
+        let override: HTTPHeaders = ["X-DUP": "c"]
+        let lists = [dup, other, override]
+        let orders = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]]
+        for order in orders {
+            let mock = MockTransport()
+            mock.enqueue(.status(200))
+            let contributed = order.map { lists[$0] }
+            let client = NetworkClient(baseURL: testBaseURL, transport: mock) {
+                for headers in contributed { Contributes(headers: headers) }
+            }
+            try await client.send(Request<Void>(path: "/x"))
+            let sent = try #require(mock.requests.first)
+            #expect(Self.grouped(sent.headers) == Self.model(contributed), "order \(order)")
+            // The request's own fields win over every behavior, all of them.
+            mock.enqueue(.status(200))
+            var own = HTTPHeaders()
+            own.add(name: "x-dup", value: "mine-1")
+            own.add(name: "X-Dup", value: "mine-2")
+            try await client.send(Request<Void>(path: "/x", headers: own))
+            let second = try #require(mock.requests.last)
+            #expect(second.headers.values(for: "X-Dup") == ["mine-1", "mine-2"], "order \(order)")
+        }
     }
 }
