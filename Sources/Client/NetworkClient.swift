@@ -32,8 +32,14 @@ public final class NetworkClient: NetworkClientProtocol {
         /// ``ConveyorPipeline/NetworkError/timedOut``. Durations longer than 100 years count as
         /// 100 years.
         public var timeout: Duration?
-        /// The clock for timeouts and retry waits; tests inject a manual or immediate clock.
+        /// The clock retry waits sleep on (backoff, `Retry-After`). Tests inject
+        /// `ImmediateClock` to skip the waits, or `ManualClock` to step through them; timeouts
+        /// are not measured on it (see ``timeoutClock``).
         public var clock: any Clock<Duration>
+        /// The clock timeouts are measured on: real time by default, so a test that skips retry
+        /// waits with an immediate ``clock`` keeps a real safety timeout. Inject a manual clock
+        /// here to test timeouts themselves.
+        public var timeoutClock: any Clock<Duration>
         /// A hard cap on attempts per request, whatever behaviors decide. 10 by default.
         public var attemptLimit: Int
         /// The most body bytes a response may have, counted after content decoding (gzip);
@@ -51,20 +57,22 @@ public final class NetworkClient: NetworkClientProtocol {
         ///   - decoder: The JSON decoder.
         ///   - acceptableStatusCodes: Statuses that count as success.
         ///   - timeout: The default per-attempt timeout.
-        ///   - clock: The clock for timeouts and retry waits.
+        ///   - clock: The clock retry waits sleep on.
+        ///   - timeoutClock: The clock timeouts are measured on.
         ///   - attemptLimit: The cap on attempts per request.
         ///   - maxResponseSize: The most body bytes a response may have; `nil` for no limit.
         public init(
             encoder: JSONEncoder = JSONEncoder(), decoder: JSONDecoder = JSONDecoder(),
             acceptableStatusCodes: Set<Int> = Set(200..<300), timeout: Duration? = nil,
-            clock: any Clock<Duration> = ContinuousClock(), attemptLimit: Int = 10,
-            maxResponseSize: Int? = Configuration.defaultMaxResponseSize
+            clock: any Clock<Duration> = ContinuousClock(), timeoutClock: any Clock<Duration> = ContinuousClock(),
+            attemptLimit: Int = 10, maxResponseSize: Int? = Configuration.defaultMaxResponseSize
         ) {
             self.encoder = encoder
             self.decoder = decoder
             self.acceptableStatusCodes = acceptableStatusCodes
             self.timeout = timeout
             self.clock = clock
+            self.timeoutClock = timeoutClock
             self.attemptLimit = attemptLimit
             self.maxResponseSize = maxResponseSize.map { max(0, $0) }
         }
@@ -102,7 +110,8 @@ public final class NetworkClient: NetworkClientProtocol {
         self.configuration = configuration
         self.behaviors = CombinedRequestBehavior(behaviors())
         self.runner = RequestRunner(
-            transport: transport, clock: configuration.clock, attemptLimit: configuration.attemptLimit,
+            transport: transport, clock: configuration.clock, timeoutClock: configuration.timeoutClock,
+            attemptLimit: configuration.attemptLimit,
             acceptableStatusCodes: configuration.acceptableStatusCodes)
         var base = baseURL.absoluteString
         while base.hasSuffix("/") { base.removeLast() }

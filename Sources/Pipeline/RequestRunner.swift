@@ -5,7 +5,10 @@
 /// lives in its ``RequestContext`` and on the stack of ``run(_:plan:context:decode:)``.
 package struct RequestRunner: Sendable {
     package let transport: any HTTPTransport
+    /// The clock retry waits sleep on.
     package let clock: any Clock<Duration>
+    /// The clock timeouts are measured on.
+    package let timeoutClock: any Clock<Duration>
     /// Hard cap on attempts per logical request, whatever behaviors decide.
     package let attemptLimit: Int
     package let acceptableStatusCodes: Set<Int>
@@ -14,11 +17,13 @@ package struct RequestRunner: Sendable {
     let transportHonorsCancellation: Bool
 
     package init(
-        transport: any HTTPTransport, clock: any Clock<Duration> = ContinuousClock(), attemptLimit: Int = 10,
+        transport: any HTTPTransport, clock: any Clock<Duration> = ContinuousClock(),
+        timeoutClock: any Clock<Duration> = ContinuousClock(), attemptLimit: Int = 10,
         acceptableStatusCodes: Set<Int> = Set(200..<300)
     ) {
         self.transport = transport
         self.clock = clock
+        self.timeoutClock = timeoutClock
         self.attemptLimit = max(1, attemptLimit)
         self.acceptableStatusCodes = acceptableStatusCodes
         self.transportHonorsCancellation = transport.honorsCancellation
@@ -112,7 +117,7 @@ package struct RequestRunner: Sendable {
                 }
             } else {
                 switch await guardedAttempt(
-                    request, plan: plan, context: context, deadline: timeout.map { Deadline(after: $0, on: clock) },
+                    request, plan: plan, context: context, deadline: timeout.map { Deadline(after: $0, on: timeoutClock) },
                     interruptible: interruptible, began: &began)
                 {
                 case .received(let received):
@@ -316,7 +321,7 @@ package struct RequestRunner: Sendable {
         guard timeout != nil || interruptible else {
             return .finished(await plan.runRetryDecision(after: failure, response: response, context: context))
         }
-        let deadline = timeout.map { Deadline(after: $0, on: clock) }
+        let deadline = timeout.map { Deadline(after: $0, on: timeoutClock) }
         let (outcome, _, cancelledItself) = await GuardedStep.run(
             deadline: deadline, cancelledBy: interruptible ? context : nil
         ) { step in

@@ -67,7 +67,7 @@ final class HangingRefresher: TokenRefresher {
         let counter = NetworkActivityCounter()
         let clock = ManualClock()
         let client = counted(
-            mock, auth: auth, counter: counter, configuration: .init(timeout: .milliseconds(200), clock: clock))
+            mock, auth: auth, counter: counter, configuration: .init(timeout: .milliseconds(200), clock: clock, timeoutClock: clock))
         let tasks = (0..<500).map { _ in
             Task { await outcome { try await client.send(Request<Void>(path: "/me")) } }
         }

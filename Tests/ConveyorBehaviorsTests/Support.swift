@@ -7,7 +7,7 @@ func makeClient(
     _ mock: MockTransport, clock: any Clock<Duration> = ImmediateClock(),
     @RequestBehaviorBuilder behaviors: () -> [any RequestBehavior]
 ) -> NetworkClient {
-    NetworkClient(baseURL: apiURL, transport: mock, configuration: .init(clock: clock), behaviors: behaviors)
+    NetworkClient(baseURL: apiURL, transport: mock, configuration: .init(clock: clock, timeoutClock: timeoutClock(for: clock)), behaviors: behaviors)
 }
 
 /// The outcome of a request as a short name, for compact assertions.
@@ -59,4 +59,11 @@ actor Tally {
         count += 1
         if count == threshold { await gate.open() }
     }
+}
+
+/// The timeout clock for a test client whose waits run on `clock`: a manual clock drives the
+/// timeouts too (the test steps through both); an immediate clock skips waits only, and the
+/// timeouts stay on real time, as `NetworkClient.Configuration.timeoutClock` intends.
+func timeoutClock(for clock: any Clock<Duration>) -> any Clock<Duration> {
+    clock is ImmediateClock ? ContinuousClock() : clock
 }

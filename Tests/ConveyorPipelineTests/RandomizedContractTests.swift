@@ -485,7 +485,8 @@ final class ScenarioTransport: HTTPTransport {
             baseURL: URL(string: "http://127.0.0.1:9")!,
             transport: ScenarioTransport(scenario: scenario, clock: clock, stuck: stuck),
             configuration: .init(
-                timeout: scenario.hasTimeout ? Scenario.timeout : nil, clock: clock, attemptLimit: scenario.attemptLimit)
+                timeout: scenario.hasTimeout ? Scenario.timeout : nil, clock: clock, timeoutClock: clock,
+                attemptLimit: scenario.attemptLimit)
         ) { Array(behaviors.prefix(scenario.clientCount)) }
         var request = Request<Void>(path: "/x", behaviors: Array(behaviors.dropFirst(scenario.clientCount)))
         for index in scenario.excluded.sorted() { request = request.excluding(.named("b\(index)")) }

@@ -10,7 +10,7 @@ func makeClient(
 ) -> NetworkClient {
     NetworkClient(
         baseURL: testBaseURL, transport: mock,
-        configuration: .init(clock: clock, attemptLimit: attemptLimit), behaviors: behaviors)
+        configuration: .init(clock: clock, timeoutClock: timeoutClock(for: clock), attemptLimit: attemptLimit), behaviors: behaviors)
 }
 
 /// Retries the first `count` failed attempts at once.
@@ -40,4 +40,11 @@ func failure<T>(of task: Task<T, any Error>) async -> NetworkError? {
     } catch {
         return .transportFailed(error)
     }
+}
+
+/// The timeout clock for a test client whose waits run on `clock`: a manual clock drives the
+/// timeouts too (the test steps through both); an immediate clock skips waits only, and the
+/// timeouts stay on real time, as `NetworkClient.Configuration.timeoutClock` intends.
+func timeoutClock(for clock: any Clock<Duration>) -> any Clock<Duration> {
+    clock is ImmediateClock ? ContinuousClock() : clock
 }

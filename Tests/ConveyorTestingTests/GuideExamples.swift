@@ -128,7 +128,7 @@ enum TestingGuide {
         let mock = MockTransport(clock: clock)
         mock.enqueue(.hang)
         let client = NetworkClient(
-            baseURL: URL(string: "https://api.test")!, transport: mock, configuration: .init(clock: clock))
+            baseURL: URL(string: "https://api.test")!, transport: mock, configuration: .init(timeoutClock: clock))
 
         let task = Task { () async throws -> Void in try await client.send(Request<Void>(path: "/slow", timeout: .seconds(10))) }
         await clock.waitForSleepers(1)  // the timeout timer is parked

@@ -73,7 +73,7 @@ func outcome(_ body: () async throws -> Void) async -> String {
         let clock = ManualClock()
         let recorder = HookRecorder()
         let client = NetworkClient(
-            baseURL: base, transport: transport, configuration: .init(timeout: .milliseconds(100), clock: clock)
+            baseURL: base, transport: transport, configuration: .init(timeout: .milliseconds(100), clock: clock, timeoutClock: clock)
         ) { RecordingBehavior("spy", recorder: recorder) }
         let task = Task { await outcome { try await client.send(Request<Void>(path: "/x")) } }
         await stuck.entered(1)
@@ -122,7 +122,7 @@ func outcome(_ body: () async throws -> Void) async -> String {
         let mock = MockTransport()
         mock.stub(nil, "/x", reply: .status(hook == .retryDecision ? 503 : 200))
         let client = NetworkClient(
-            baseURL: base, transport: mock, configuration: .init(timeout: .seconds(1), clock: clock)
+            baseURL: base, transport: mock, configuration: .init(timeout: .seconds(1), clock: clock, timeoutClock: clock)
         ) {
             RecordingBehavior("outer", recorder: recorder)
             StuckHookBehavior(hook: hook, stuck: stuck)

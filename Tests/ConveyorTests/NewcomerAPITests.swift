@@ -110,3 +110,36 @@ import Testing
         }
     }
 }
+
+@Suite struct SeparateClocksTests {
+    /// With one clock for both, an immediate clock made every request with a timeout time out at
+    /// once. Waits now skip; the safety timeout stays real.
+    @Test func anImmediateWaitClockKeepsARealSafetyTimeout() async throws {
+        let waits = ImmediateClock()
+        let mock = MockTransport()
+        mock.enqueue(.status(503, headers: ["Retry-After": "20"]), .json(["ok": true]))
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.test")!, transport: mock,
+            configuration: .init(timeout: .seconds(30), clock: waits)
+        ) {
+            RetryBehavior(.exponentialBackoff(maxAttempts: 2))
+        }
+        let result: [String: Bool] = try await client.get("/flaky")
+        #expect(result == ["ok": true])
+        #expect(waits.sleeps == [.seconds(20)])
+    }
+
+    @Test func aManualTimeoutClockDrivesTimeoutsOnly() async throws {
+        let timeouts = ManualClock()
+        let mock = MockTransport()
+        mock.enqueue(.hang)
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.test")!, transport: mock,
+            configuration: .init(timeout: .seconds(10), clock: ImmediateClock(), timeoutClock: timeouts))
+        let task = Task { await client.result(for: Request<Void>(path: "/x")) }
+        await timeouts.waitForSleepers(1)
+        timeouts.advance(by: .seconds(10))
+        let outcome = await task.value
+        #expect(throws: NetworkError.timedOut) { try outcome.get() }
+    }
+}
