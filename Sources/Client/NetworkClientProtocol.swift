@@ -18,7 +18,7 @@ public protocol NetworkClientProtocol: Sendable {
     /// Sends a typed request.
     /// - Parameter request: The request.
     /// - Returns: Its decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     func send<Output>(_ request: Request<Output>) async throws(NetworkError) -> Output
 }
 
@@ -28,7 +28,7 @@ extension NetworkClientProtocol {
     ///   - request: The request.
     ///   - behaviors: Behaviors for this call only, after the request's own.
     /// - Returns: Its decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func send<Output>(_ request: Request<Output>, behaviors: [any RequestBehavior]) async throws(NetworkError)
         -> Output
     {
@@ -41,7 +41,7 @@ extension NetworkClientProtocol {
     ///   - output: The output type (usually inferred).
     ///   - behaviors: Behaviors for this call only.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func send<Output: Decodable>(
         _ endpoint: some Endpoint, as output: Output.Type = Output.self, behaviors: [any RequestBehavior] = []
     ) async throws(NetworkError) -> Output {
@@ -52,7 +52,7 @@ extension NetworkClientProtocol {
     /// - Parameters:
     ///   - endpoint: The endpoint.
     ///   - behaviors: Behaviors for this call only.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func send(_ endpoint: some Endpoint, behaviors: [any RequestBehavior] = []) async throws(NetworkError) {
         try await send(endpoint.requestIgnoringBody().adding(behaviors))
     }
@@ -63,7 +63,7 @@ extension NetworkClientProtocol {
     ///   - query: Query parameters.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func get<Output: Decodable>(
         _ path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:]
     ) async throws(NetworkError) -> Output {
@@ -76,7 +76,7 @@ extension NetworkClientProtocol {
     ///   - body: The value to encode as JSON.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func post<Output: Decodable>(
         _ path: String, body: some Encodable & Sendable, headers: HTTPHeaders = [:]
     ) async throws(NetworkError) -> Output {
@@ -89,7 +89,7 @@ extension NetworkClientProtocol {
     ///   - body: The value to encode as JSON.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func put<Output: Decodable>(
         _ path: String, body: some Encodable & Sendable, headers: HTTPHeaders = [:]
     ) async throws(NetworkError) -> Output {
@@ -102,7 +102,7 @@ extension NetworkClientProtocol {
     ///   - body: The value to encode as JSON.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func patch<Output: Decodable>(
         _ path: String, body: some Encodable & Sendable, headers: HTTPHeaders = [:]
     ) async throws(NetworkError) -> Output {
@@ -114,7 +114,7 @@ extension NetworkClientProtocol {
     ///   - path: The path relative to the base URL.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func delete<Output: Decodable>(_ path: String, headers: HTTPHeaders = [:]) async throws(NetworkError)
         -> Output
     {
@@ -125,7 +125,7 @@ extension NetworkClientProtocol {
     /// - Parameters:
     ///   - path: The path relative to the base URL.
     ///   - headers: Headers that win over behaviors' headers.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func delete(_ path: String, headers: HTTPHeaders = [:]) async throws(NetworkError) {
         try await send(Request<Void>(method: .delete, path: path, headers: headers))
     }
