@@ -21,9 +21,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
 
-# The modules users import, in the order their graphs are read: a symbol that a later module
-# repeats by re-exporting an earlier one is documented in the earlier one only.
-doc_modules=(Conveyor ConveyorTesting)
+# The modules users import, each with the modules it re-exports (@_exported import) that have
+# no pages of their own: their symbols are documented as the importing module's, where users
+# look for them. A symbol that a later module repeats is documented in the earlier one only.
+doc_modules=(
+    "Conveyor=ConveyorPipeline,ConveyorBehaviors"
+    "ConveyorTesting="
+)
 # Every library module: each of its public types must be curated.
 all_modules=(ConveyorPipeline ConveyorBehaviors Conveyor ConveyorTesting)
 
@@ -42,9 +46,9 @@ tool() {  # a toolchain tool: on PATH, beside `swift`, or (macOS) through xcrun
 docc=$(tool docc)
 extract=$(tool swift-symbolgraph-extract)
 
-printf 'docs: building %s\n' "${doc_modules[*]}"
-for module in "${doc_modules[@]}"; do
-    swift build --target "$module"
+printf 'docs: building %s\n' "${doc_modules[*]%%=*}"
+for spec in "${doc_modules[@]}"; do
+    swift build --target "${spec%%=*}"
 done
 bin=$(swift build --show-bin-path)
 modules_dir=$bin/Modules
@@ -66,10 +70,9 @@ printf 'docs: extracting symbol graphs\n'
 for module in "${all_modules[@]}"; do
     extract_graph "$module" "$work/own"   # the module's own symbols: what coverage checks
 done
-others=$(IFS=,; echo "${all_modules[*]}")
-for module in "${doc_modules[@]}"; do
-    # With the symbols of the modules it re-exports (@_exported import), as its users see it.
-    extract_graph "$module" "$work/exported" -experimental-allowed-reexported-modules="$others"
+for spec in "${doc_modules[@]}"; do
+    folded=${spec#*=}
+    extract_graph "${spec%%=*}" "$work/exported" ${folded:+-experimental-allowed-reexported-modules="$folded"}
 done
 python3 "$helper" graphs "$work/exported" "$work/graphs" "${doc_modules[@]}"
 

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Helpers for Scripts/docs.sh (Python 3 standard library only).
 
-  graphs SRC DST MODULE...      copy the documented modules' symbol graphs from SRC to DST, each
-                                symbol kept only in the first listed module that has it (a module
-                                that re-exports another one repeats that one's symbols)
+  graphs SRC DST M=F1,F2...     copy the symbol graphs of each documented module M (extracted
+                                with the symbols of F1, F2..., modules that M re-exports and that
+                                have no pages of their own) from SRC to DST, each symbol kept in
+                                the first module that has it; another module's extension of a
+                                type of F1 is written as an extension of M, where that type is
   articles DOCS CATALOG         copy DOCS/*.md into CATALOG as articles; a link to another guide,
                                 [text](Name.md), becomes <doc:Name>; any other relative link keeps
                                 its text only (it points into the repository, not the archive)
@@ -32,25 +34,56 @@ def load(path):
         return json.load(f)
 
 
-def graphs(src, dst, modules):
+def graphs(src, dst, specs):
+    """specs: "Module=Folded1,Folded2": a documented module and the modules it re-exports that
+    have no pages of their own (their symbols are in the module's graph, and are its symbols)."""
     os.makedirs(dst, exist_ok=True)
+    home = {}  # module name -> the documented module its symbols appear in
+    modules = []
+    for spec in specs:
+        module, _, folded = spec.partition("=")
+        modules.append(module)
+        home[module] = module
+        for name in filter(None, folded.split(",")):
+            home[name] = module
     seen = set()
     for module in modules:
-        files = sorted(glob.glob(os.path.join(src, module + ".symbols.json")))
-        files += sorted(glob.glob(os.path.join(src, module + "@*.symbols.json")))
-        if not files:
+        main = os.path.join(src, module + ".symbols.json")
+        if not os.path.exists(main):
             sys.exit(f"docs: no symbol graph for module {module} in {src}")
+        outputs = {}  # file name -> graph
         added = set()
-        for path in files:
+        for path in [main] + sorted(glob.glob(os.path.join(src, module + "@*.symbols.json"))):
             graph = load(path)
             symbols = [s for s in graph["symbols"] if s["identifier"]["precise"] not in seen]
+            if not symbols:
+                continue
             kept = {s["identifier"]["precise"] for s in symbols}
             added |= kept
-            if not symbols and "@" in os.path.basename(path):
-                continue  # an extension graph whose symbols all belong to an earlier module
             graph["symbols"] = symbols
             graph["relationships"] = [r for r in graph["relationships"] if r["source"] in kept]
-            with open(os.path.join(dst, os.path.basename(path)), "w", encoding="utf-8") as f:
+            name = os.path.basename(path)
+            extended = name[len(module) + 1:-len(".symbols.json")] if "@" in name else None
+            target = home.get(extended)
+            if extended and target and target not in (extended, module):
+                # An extension of a type that is documented in `target` (HTTPRequest lives in
+                # ConveyorPipeline and is documented in Conveyor): say it extends `target`, so
+                # docc lists it under "Extended Modules > target" of this module, always there.
+                for s in symbols:
+                    if s.get("swiftExtension", {}).get("extendedModule") == extended:
+                        s["swiftExtension"]["extendedModule"] = target
+                for r in graph["relationships"]:
+                    fallback = r.get("targetFallback", "")
+                    if fallback.startswith(extended + "."):
+                        r["targetFallback"] = target + fallback[len(extended):]
+                name = f"{module}@{target}.symbols.json"
+            if name in outputs:
+                outputs[name]["symbols"] += graph["symbols"]
+                outputs[name]["relationships"] += graph["relationships"]
+            else:
+                outputs[name] = graph
+        for name, graph in outputs.items():
+            with open(os.path.join(dst, name), "w", encoding="utf-8") as f:
                 json.dump(graph, f)
         seen |= added
 
