@@ -23,13 +23,13 @@ public final class NetworkClient: NetworkClientProtocol {
         public var encoder: JSONEncoder
         /// Decodes `Decodable` outputs.
         public var decoder: JSONDecoder
-        /// Statuses that count as success; others fail with ``ConveyorPipeline/NetworkError/unauthorized(_:)``,
-        /// ``ConveyorPipeline/NetworkError/notFound(_:)`` or ``ConveyorPipeline/NetworkError/unacceptableStatus(_:)``. `200..<300` by default.
+        /// Statuses that count as success; others fail with ``NetworkError/unauthorized(_:)``,
+        /// ``NetworkError/notFound(_:)`` or ``NetworkError/unacceptableStatus(_:)``. `200..<300` by default.
         public var acceptableStatusCodes: Set<Int>
         /// The per-attempt timeout for requests that set none; `nil` (the default) leaves it to the
         /// transport (60 s for URLSession). With a timeout, each attempt (its hooks included) and
         /// each retry decision must end within it; one that does not is abandoned with
-        /// ``ConveyorPipeline/NetworkError/timedOut``. Durations longer than 100 years count as
+        /// ``NetworkError/timedOut``. Durations longer than 100 years count as
         /// 100 years.
         public var timeout: Duration?
         /// The clock retry waits sleep on (backoff, `Retry-After`). Tests inject
@@ -43,7 +43,7 @@ public final class NetworkClient: NetworkClientProtocol {
         /// A hard cap on attempts per request, whatever behaviors decide. 10 by default.
         public var attemptLimit: Int
         /// The most body bytes a response may have, counted after content decoding (gzip);
-        /// a larger one fails with ``ConveyorPipeline/NetworkError/responseTooLarge(limit:)``.
+        /// a larger one fails with ``NetworkError/responseTooLarge(limit:)``.
         /// ``URLSessionTransport`` stops the transfer as soon as the limit is passed. 64 MiB by
         /// default; `nil` for no limit.
         public var maxResponseSize: Int?
@@ -98,7 +98,7 @@ public final class NetworkClient: NetworkClientProtocol {
     ///   - baseURL: The URL request paths are relative to, e.g. `https://api.example.com/v1`.
     ///     It must be `http` or `https` with a host, and have no query or fragment
     ///     (`https://api.example.com/v1?key=1` would build wrong URLs); otherwise every relative
-    ///     request fails with ``ConveyorPipeline/NetworkError/invalidRequest(_:)`` saying why.
+    ///     request fails with ``NetworkError/invalidRequest(_:)`` saying why.
     ///   - transport: Sends the requests; ``URLSessionTransport/shared`` by default (safe redirects).
     ///   - configuration: Encoder, decoder, statuses, timeout, clock.
     ///   - behaviors: The behaviors every request runs through, outermost first.
@@ -137,7 +137,7 @@ public final class NetworkClient: NetworkClientProtocol {
     /// Sends a request through the client's behaviors (minus its exclusions) and its own.
     /// - Parameter request: The typed request.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``, and nothing else.
+    /// - Throws: ``NetworkError``, and nothing else.
     public func send<Output>(_ request: Request<Output>) async throws(NetworkError) -> Output {
         try await perform(request) { response, _, decoder in try request.decode(response, decoder) }
     }
@@ -152,7 +152,7 @@ public final class NetworkClient: NetworkClientProtocol {
     /// ```
     /// - Parameter request: The typed request.
     /// - Returns: The value, the response it was decoded from, and the attempt count.
-    /// - Throws: ``ConveyorPipeline/NetworkError``, and nothing else.
+    /// - Throws: ``NetworkError``, and nothing else.
     public func response<Output>(for request: Request<Output>) async throws(NetworkError) -> Response<Output> {
         try await perform(request) { response, context, decoder in
             Response(value: try request.decode(response, decoder), response: response, attempts: context.attempt)
@@ -181,7 +181,7 @@ public final class NetworkClient: NetworkClientProtocol {
     /// Builds the pipeline's request: URL, query, body, content type, timeout.
     /// - Parameter request: The typed request.
     /// - Returns: The request before any behavior ran.
-    /// - Throws: ``ConveyorPipeline/NetworkError/invalidRequest(_:)`` for a bad URL or a body that cannot be encoded.
+    /// - Throws: ``NetworkError/invalidRequest(_:)`` for a bad URL or a body that cannot be encoded.
     public func makeHTTPRequest<Output>(_ request: Request<Output>) throws(NetworkError) -> HTTPRequest {
         try makeHTTPRequest(request, absolute: URLBuilder.isAbsolute(request.path))
     }

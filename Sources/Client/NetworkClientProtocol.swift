@@ -18,14 +18,14 @@ public protocol NetworkClientProtocol: Sendable {
     /// Sends a typed request.
     /// - Parameter request: The request.
     /// - Returns: Its decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     func send<Output>(_ request: Request<Output>) async throws(NetworkError) -> Output
 }
 
 extension NetworkClientProtocol {
     /// Sends a request and returns its outcome as a `Result` instead of throwing.
     ///
-    /// `try await client.send(…)` throws ``ConveyorPipeline/NetworkError`` and nothing else, but
+    /// `try await client.send(…)` throws ``NetworkError`` and nothing else, but
     /// Swift forgets that type when the call sits in a closure whose error type is inferred, such
     /// as `Task { }`: its `catch` sees `any Error`. A `Result` keeps the type:
     ///
@@ -39,7 +39,7 @@ extension NetworkClientProtocol {
     /// }
     /// ```
     /// - Parameter request: The request.
-    /// - Returns: The decoded output, or the ``ConveyorPipeline/NetworkError`` that ended it.
+    /// - Returns: The decoded output, or the ``NetworkError`` that ended it.
     public func result<Output>(for request: Request<Output>) async -> Result<Output, NetworkError> {
         do {
             return .success(try await send(request))
@@ -53,7 +53,7 @@ extension NetworkClientProtocol {
     ///   - request: The request.
     ///   - behaviors: Behaviors for this call only, after the request's own.
     /// - Returns: Its decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func send<Output>(_ request: Request<Output>, behaviors: [any RequestBehavior]) async throws(NetworkError)
         -> Output
     {
@@ -66,7 +66,7 @@ extension NetworkClientProtocol {
     ///   - output: The output type (usually inferred).
     ///   - behaviors: Behaviors for this call only.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func send<Output: Decodable>(
         _ endpoint: some Endpoint, as output: Output.Type = Output.self, behaviors: [any RequestBehavior] = []
     ) async throws(NetworkError) -> Output {
@@ -77,7 +77,7 @@ extension NetworkClientProtocol {
     /// - Parameters:
     ///   - endpoint: The endpoint.
     ///   - behaviors: Behaviors for this call only.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func send(_ endpoint: some Endpoint, behaviors: [any RequestBehavior] = []) async throws(NetworkError) {
         try await send(endpoint.requestIgnoringBody().adding(behaviors))
     }
@@ -88,7 +88,7 @@ extension NetworkClientProtocol {
     ///   - query: Query parameters.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func get<Output: Decodable>(
         _ path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:]
     ) async throws(NetworkError) -> Output {
@@ -101,7 +101,7 @@ extension NetworkClientProtocol {
     ///   - body: The value to encode as JSON.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func post<Output: Decodable>(
         _ path: String, body: some Encodable & Sendable, headers: HTTPHeaders = [:]
     ) async throws(NetworkError) -> Output {
@@ -114,7 +114,7 @@ extension NetworkClientProtocol {
     ///   - body: The value to encode as JSON.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func put<Output: Decodable>(
         _ path: String, body: some Encodable & Sendable, headers: HTTPHeaders = [:]
     ) async throws(NetworkError) -> Output {
@@ -127,7 +127,7 @@ extension NetworkClientProtocol {
     ///   - body: The value to encode as JSON.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func patch<Output: Decodable>(
         _ path: String, body: some Encodable & Sendable, headers: HTTPHeaders = [:]
     ) async throws(NetworkError) -> Output {
@@ -139,7 +139,7 @@ extension NetworkClientProtocol {
     ///   - path: The path relative to the base URL.
     ///   - headers: Headers that win over behaviors' headers.
     /// - Returns: The decoded output.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func delete<Output: Decodable>(_ path: String, headers: HTTPHeaders = [:]) async throws(NetworkError)
         -> Output
     {
@@ -150,7 +150,7 @@ extension NetworkClientProtocol {
     /// - Parameters:
     ///   - path: The path relative to the base URL.
     ///   - headers: Headers that win over behaviors' headers.
-    /// - Throws: ``ConveyorPipeline/NetworkError``.
+    /// - Throws: ``NetworkError``.
     public func delete(_ path: String, headers: HTTPHeaders = [:]) async throws(NetworkError) {
         try await send(Request<Void>(method: .delete, path: path, headers: headers))
     }

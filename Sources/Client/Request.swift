@@ -5,7 +5,7 @@ public import Foundation
 ///
 /// `Output` is what ``NetworkClient/send(_:)`` returns: any `Decodable` (decoded as JSON with the
 /// client's decoder), `Data`, `String` (UTF-8), `Void` (the body is ignored, e.g. 204), or
-/// ``ConveyorPipeline/HTTPResponse`` (the raw response).
+/// ``HTTPResponse`` (the raw response).
 ///
 /// ```swift
 /// let popular = Request<[Movie]>(path: "/movies/popular", query: ["page": 1])
@@ -45,7 +45,7 @@ public struct Request<Output>: Sendable {
     ///   - timeout: The per-attempt timeout.
     ///   - behaviors: Behaviors for this request only.
     ///   - decode: Turns the final response into the output; a thrown error becomes
-    ///     ``ConveyorPipeline/NetworkError/decodingFailed(_:underlying:)``.
+    ///     ``NetworkError/decodingFailed(_:underlying:)``.
     public init(
         method: HTTPMethod = .get, path: String, query: QueryParameters = [:], headers: HTTPHeaders = [:],
         body: RequestBody = .none, timeout: Duration? = nil, behaviors: [any RequestBehavior] = [],

@@ -7,7 +7,7 @@ public import ConveyorPipeline
     public import Foundation
 #endif
 
-/// `URLSession` is an ``ConveyorPipeline/HTTPTransport`` as it is: pass `URLSession.shared` or your own session.
+/// `URLSession` is an ``HTTPTransport`` as it is: pass `URLSession.shared` or your own session.
 ///
 /// It builds the `URLRequest` once per attempt, after every behavior has run. Settings only
 /// URLSession knows (cache policy, cellular access, cookies) come from its configuration.
@@ -33,12 +33,12 @@ extension URLSession: HTTPTransport {
     /// Cancelling the caller's task ends the call at once with `URLError(.cancelled)`; the data
     /// task is cancelled on another queue, never inside Swift's cancellation handler, which can
     /// deadlock the process on Linux (swift-corelibs-foundation#5412, `data(for:)` there).
-    /// ``ConveyorPipeline/HTTPRequest/maxResponseSize`` is checked once the body has arrived;
+    /// ``HTTPRequest/maxResponseSize`` is checked once the body has arrived;
     /// ``URLSessionTransport`` checks it while bytes arrive.
     /// - Parameter request: The attempt, after every behavior ran.
     /// - Returns: The response, whatever its status.
-    /// - Throws: `URLError` (mapped by the client to ``ConveyorPipeline/NetworkError``), or
-    ///   ``ConveyorPipeline/NetworkError/transportFailed(_:)`` when the response is not HTTP.
+    /// - Throws: `URLError` (mapped by the client to ``NetworkError``), or
+    ///   ``NetworkError/transportFailed(_:)`` when the response is not HTTP.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let exchange = DataTaskExchange(request: request, session: self)
         let task = dataTask(with: ConveyorClientSend.urlRequest(for: request)) { data, response, error in
@@ -145,7 +145,7 @@ final class DataTaskExchange: Sendable {
     }
 
     /// The transport refused to follow one more redirect: the task ends with the last 3xx,
-    /// which the caller gets as ``ConveyorPipeline/NetworkError/tooManyRedirects``.
+    /// which the caller gets as ``NetworkError/tooManyRedirects``.
     func stopRedirecting() {
         state.withLock { $0.tooManyRedirects = true }
     }

@@ -10,16 +10,16 @@ public import ConveyorPipeline
 /// The default transport: a `URLSession` of its own whose redirect handling is safe.
 ///
 /// - A redirect to another origin (scheme, host or port) drops every credential header
-///   (``ConveyorPipeline/SensitiveHeaders``: `Authorization`, `Cookie`, `X-API-Key`, a custom
+///   (``SensitiveHeaders``: `Authorization`, `Cookie`, `X-API-Key`, a custom
 ///   `AuthTokenBehavior` header…), so a credential never leaves the origin it was meant for.
 ///   (Linux's URLSession would forward them.)
 /// - At most ``maximumRedirects`` redirects are followed; one more fails the request with
-///   ``ConveyorPipeline/NetworkError/tooManyRedirects`` (a server's own 3xx that is not a
-///   redirect to follow stays ``ConveyorPipeline/NetworkError/unacceptableStatus(_:)``).
+///   ``NetworkError/tooManyRedirects`` (a server's own 3xx that is not a
+///   redirect to follow stays ``NetworkError/unacceptableStatus(_:)``).
 /// - The body is collected as it arrives, and the transfer stops as soon as it passes the
-///   request's ``ConveyorPipeline/HTTPRequest/maxResponseSize`` (counted after content decoding,
+///   request's ``HTTPRequest/maxResponseSize`` (counted after content decoding,
 ///   so a small gzip that inflates to gigabytes stops at the limit too):
-///   ``ConveyorPipeline/NetworkError/responseTooLarge(limit:)``.
+///   ``NetworkError/responseTooLarge(limit:)``.
 /// - A cancelled call returns at once; the data task is cancelled on another queue, never inside
 ///   Swift's cancellation handler (on Linux that can deadlock the process:
 ///   swift-corelibs-foundation#5412).
@@ -73,7 +73,7 @@ public final class URLSessionTransport: HTTPTransport {
     /// Sends one attempt.
     /// - Parameter request: The attempt, after every behavior ran.
     /// - Returns: The response, whatever its status.
-    /// - Throws: `URLError`, mapped by the client to ``ConveyorPipeline/NetworkError``.
+    /// - Throws: `URLError`, mapped by the client to ``NetworkError``.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let exchange = DataTaskExchange(request: request, session: session)
         let task = session.dataTask(with: ConveyorClientSend.urlRequest(for: request))

@@ -1,7 +1,7 @@
 public import ConveyorPipeline
 public import Foundation
 
-/// An ``ConveyorPipeline/HTTPTransport`` for tests: answers with replies you queue or stub, records every request,
+/// An ``Conveyor/HTTPTransport`` for tests: answers with replies you queue or stub, records every request,
 /// and never touches the network.
 ///
 /// ```swift
@@ -15,7 +15,7 @@ public import Foundation
 ///
 /// Queued replies are used first, in order (each once); then stubs, most recent first. A request
 /// that matches neither throws ``UnexpectedRequest`` listing what was expected — the client turns
-/// it into ``ConveyorPipeline/NetworkError/transportFailed(_:)``, so the test fails with that message.
+/// it into ``Conveyor/NetworkError/transportFailed(_:)``, so the test fails with that message.
 public final class MockTransport: HTTPTransport, Sendable {
     /// What the mock answers.
     public indirect enum Reply: Sendable {

@@ -20,7 +20,7 @@ public import Foundation
 /// - On a 401, if the provider already holds a different token (another request refreshed
 ///   meanwhile), the request is retried at once with it. Otherwise it joins the one running
 ///   refresh or starts it: 100 concurrent 401s cause exactly one refresh.
-/// - A request refreshes at most once: a second 401 fails with ``ConveyorPipeline/NetworkError/unauthorized(_:)``.
+/// - A request refreshes at most once: a second 401 fails with ``NetworkError/unauthorized(_:)``.
 /// - If the refresh fails, every request that waited for it fails with
 ///   `NetworkError.behaviorFailed(behavior: "AuthTokenBehavior", hook: .additionalHeaders,
 ///   underlying: AuthError.refreshFailed(…))`; if it takes longer than `refreshTimeout`
@@ -33,7 +33,7 @@ public import Foundation
 /// The token goes only to requests for the client's base URL's origin (scheme, host and port),
 /// and to the origins listed in `allowedOrigins`. A request to an absolute URL elsewhere (a
 /// pagination or CDN link from a response) goes without it, and a 401 from there is not
-/// refreshed. The header's name is a ``ConveyorPipeline/SensitiveHeaders`` entry: redacted
+/// refreshed. The header's name is a ``SensitiveHeaders`` entry: redacted
 /// everywhere, and stripped by `URLSessionTransport` on a redirect to another origin.
 ///
 /// ### A refresher that sends through the same client

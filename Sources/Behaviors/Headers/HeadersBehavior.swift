@@ -15,7 +15,7 @@ public import Foundation
 /// whatever the request or earlier behaviors set.
 ///
 /// ### Credentials stay with their origin
-/// A header that is a credential (`X-API-Key` and the other ``ConveyorPipeline/SensitiveHeaders``,
+/// A header that is a credential (`X-API-Key` and the other ``SensitiveHeaders``,
 /// plus the names passed as `sensitive:`) is added only to requests for the client's base URL's
 /// origin, and to the origins listed in `allowedOrigins`; a request to an absolute URL elsewhere
 /// (a CDN link from a response) goes without it. The other headers go everywhere.
@@ -46,7 +46,7 @@ public struct HeadersBehavior: RequestBehavior {
     ///   - headers: The headers to add to every request.
     ///   - mode: ``Mode/setIfAbsent`` (default) or ``Mode/overwrite``.
     ///   - sensitive: More header names that are credentials (added to
-    ///     ``ConveyorPipeline/SensitiveHeaders`` for the whole process).
+    ///     ``SensitiveHeaders`` for the whole process).
     ///   - allowedOrigins: Origins besides the base URL's that credential headers may go to.
     public init(
         _ headers: HTTPHeaders, mode: Mode = .setIfAbsent, sensitive: Set<String> = [], allowedOrigins: [URL] = []

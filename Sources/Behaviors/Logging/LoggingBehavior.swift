@@ -13,7 +13,7 @@ public import ConveyorPipeline
 /// ```
 ///
 /// Register it **last**: its `modify` hook runs after the other behaviors' and logs each attempt
-/// as it will be sent. Credential headers (``ConveyorPipeline/SensitiveHeaders``), URL user info
+/// as it will be sent. Credential headers (``SensitiveHeaders``), URL user info
 /// and the ``Redactor``'s headers, query items and body fields show as `***`. Every secret value
 /// the request carried (credential headers, cookies, user info, hidden query items and body
 /// fields) is also scrubbed from every later line, in every encoding a server may echo it in
