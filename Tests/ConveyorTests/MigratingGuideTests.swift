@@ -1,4 +1,6 @@
-// The "after" examples of Docs/Migrating.md, compiled and run.
+// Runs the "after" code of Docs/Migrating.md and checks that it does what the guide says. The types
+// below are this file's own copies of the guide's, and nothing keeps them identical to the text: the
+// guide's blocks themselves are type-checked by DocSnippetTests.
 import ConveyorTesting
 import Foundation
 import Testing

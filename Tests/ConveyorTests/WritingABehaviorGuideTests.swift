@@ -1,4 +1,6 @@
-// The examples of Docs/WritingABehavior.md, compiled and run.
+// Runs the behaviors of Docs/WritingABehavior.md and checks that they do what the guide says. The
+// types below are this file's own copies of the guide's, and nothing keeps them identical to the
+// text: the guide's blocks themselves are type-checked by DocSnippetTests.
 import ConveyorTesting
 import Foundation
 import Testing

@@ -1,4 +1,6 @@
-// The examples of Docs/Testing.md, compiled and run. Keep them identical to the guide.
+// Runs the scenarios of Docs/Testing.md and checks what the guide says they do. The types below are
+// this file's own copies of the guide's, and nothing keeps them identical to the text: the guide's
+// blocks themselves are type-checked by DocSnippetTests (Tests/ConveyorTests).
 import ConveyorTesting
 import Foundation
 import Testing
@@ -51,7 +53,7 @@ enum TestingGuide {
     }
 }
 
-@Suite struct TestingGuideExamples {
+@Suite struct TestingGuideTests {
     typealias Movie = TestingGuide.Movie
 
     @Test @MainActor func showsTitles() async throws {

@@ -1,0 +1,61 @@
+// Names the ```swift blocks of README.md and Docs/*.md use without declaring them.
+//
+// Not part of any target. DocSnippetTests compiles this file into a module, DocSnippetPrelude,
+// that every block imports implicitly. A block's own declarations shadow these, and this module
+// re-exports nothing: a block sees Conveyor, Foundation or Testing only through its imports
+// (or those of the page's earlier blocks, see Docs/Testing.md). Nothing here ever runs.
+public import ConveyorTesting
+public import Foundation
+
+// README.md: the quick start and what follows it.
+public struct Movie: Codable, Sendable {
+    public var id: Int
+    public var title: String
+}
+public struct Session: Codable, Sendable {}
+public let client = NetworkClient(baseURL: URL(string: "https://api.example.com/v1")!)
+public let keychain = InMemoryTokenStore(token: "token")
+public let sessionRefresher = InMemoryTokenStore(token: nil) { _ in "new token" }
+public let user = "user"
+public let password = "password"
+public func showLogin() {}
+public func showRetryBanner() {}
+public func show(_ error: NetworkError) {}
+
+/// A stand-in for swift-log's `Logger` (Conveyor has no dependencies), with the members the
+/// README's `SwiftLogSink` uses and their swift-log shapes.
+public struct Logger: Sendable {
+    public enum Level: Comparable, Sendable { case trace, debug, info, notice, warning, error, critical }
+    public var logLevel: Level = .info
+    public func log(level: Level, _ message: @autoclosure () -> String) {}
+}
+
+// Docs/Testing.md
+public let mock = MockTransport()
+extension Bundle {
+    /// What SwiftPM generates for a target with resources.
+    public static var module: Bundle { .main }
+}
+
+// Docs/WritingABehavior.md: the opt-out example excludes the page's first behavior.
+public struct APIKeyBehavior: RequestBehavior {}
+
+// Docs/Migrating.md
+public let api = URL(string: "https://api.example.com")!
+public let savedToken: String? = "token"
+public struct AuthAPI: Sendable {
+    public func refresh(_ expiredToken: String?) async throws -> String { "new token" }
+}
+public let authAPI = AuthAPI()
+public struct User: Codable, Sendable {
+    public var login: String
+}
+/// The page's `GitHub` endpoint, for the errors example after it.
+public enum GitHub: Endpoint {
+    case user(String)
+    public var path: String {
+        switch self {
+        case .user(let name): "/users/\(name)"
+        }
+    }
+}
