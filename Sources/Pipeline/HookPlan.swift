@@ -1,3 +1,5 @@
+import Foundation
+
 /// Which hooks each behavior type leaves at the protocol's no-op default.
 ///
 /// A type's implementation of a hook is fixed when it is compiled: if the default ran once for a
@@ -8,16 +10,46 @@
 package enum DefaultHooks {
     private static let state = Locked<(version: Int, masks: [ObjectIdentifier: UInt8])>((0, [:]))
 
+    /// Every hook's bit.
+    static let allHooks: UInt8 = 127
+
     /// Records that `type` uses the default for `hook`.
     package static func record(_ type: Any.Type, _ hook: RequestHook) {
         let bit = hook.bit
-        state.withLock { state in
+        let usesNoHook = state.withLock { state -> Bool in
             let id = ObjectIdentifier(type)
             let mask = state.masks[id, default: 0]
-            guard mask & bit == 0 else { return }
+            guard mask & bit == 0 else { return false }
             state.masks[id] = mask | bit
             state.version += 1
+            return mask | bit == allHooks  // true once per type: the moment the last bit is set
         }
+        if usesNoHook { warnImplementsNoHook(type) }
+    }
+
+    /// Whether `type` has been seen running the default of every hook: it implements none.
+    package static func usesDefaultForEveryHook(_ type: Any.Type) -> Bool {
+        state.withLock { $0.masks[ObjectIdentifier(type), default: 0] == allHooks }
+    }
+
+    /// The explanation given for a behavior type that implements no hook.
+    package static func noHookMessage(_ type: Any.Type) -> String {
+        "behavior \(type) implements none of RequestBehavior's hooks: each one ran the protocol's no-op "
+            + "default. A method whose signature differs from the hook's (a missing `async`, `throws` or "
+            + "`inout`, another label or parameter type) is a new method that the pipeline never calls."
+    }
+
+    /// The types warned about, in order (debug builds).
+    package static var warnedTypes: [String] { warned.withLock { $0 } }
+    private static let warned = Locked<[String]>([])
+
+    /// In debug builds, prints once per behavior type that implements no hook: a hook written
+    /// with a slightly wrong signature compiles silently as a new method.
+    private static func warnImplementsNoHook(_ type: Any.Type) {
+        #if DEBUG
+            warned.withLock { $0.append(String(describing: type)) }
+            FileHandle.standardError.write(Data("Conveyor warning: \(noHookMessage(type))\n".utf8))
+        #endif
     }
 
     /// The current mask of each behavior's type, in order.

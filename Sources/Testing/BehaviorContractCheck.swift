@@ -23,6 +23,9 @@ import Conveyor
 /// Scenarios: success, error status, transport failure, two retries then success, cancellation
 /// mid-flight, cancellation during a backoff wait, and 20 concurrent requests that finish in
 /// reverse order. Each is also checked for hooks that throw where the behavior should not.
+/// A behavior that implements none of the hooks (usually a hook written with a slightly wrong
+/// signature, which compiles as a new method) is reported too; debug builds also print a warning
+/// once per such type when it is first seen using every default.
 public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
     /// One thing the behavior got wrong.
     public struct Violation: Sendable, Hashable, CustomStringConvertible {
@@ -70,6 +73,9 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
                         message: "state not restored after the request ended: before \(before), after \(after) "
                             + "(unbalanced hooks, or per-request state kept on the instance)"))
             }
+        }
+        if DefaultHooks.usesDefaultForEveryHook(type(of: behavior)) {
+            violations.append(Violation(scenario: "hooks", message: DefaultHooks.noHookMessage(type(of: behavior))))
         }
         return violations
     }

@@ -101,3 +101,34 @@ struct ThrowsOnRetry: RequestBehavior {
         #expect(recorder.events.last?.outcome == .success(status: 200))
     }
 }
+
+/// A hook written with a slightly wrong signature compiles silently as a new method; the check
+/// reports a behavior that implements no hook, and debug builds warn once per type.
+@Suite struct NoHookDetectionTests {
+    struct AlmostAHeaderBehavior: RequestBehavior {
+        // Not `modify(_:context:)`: no `inout`, so it is a new method the pipeline never calls.
+        func modify(_ request: HTTPRequest, context: RequestContext) async throws {}
+        // Not `afterSuccess(_:context:)`: another label.
+        func afterSuccess(response: HTTPResponse, context: RequestContext) async {}
+    }
+
+    @Test func aBehaviorThatImplementsNoHookIsReported() async {
+        let check = BehaviorContractCheck(AlmostAHeaderBehavior(), probe: { 0 })
+        let violations = await check.run()
+        let hooks = violations.filter { $0.scenario == "hooks" }
+        #expect(hooks.count == 1)
+        #expect(hooks.first?.message.contains("AlmostAHeaderBehavior implements none") == true)
+        #if DEBUG
+            #expect(DefaultHooks.warnedTypes.filter { $0.hasSuffix("AlmostAHeaderBehavior") }.count == 1)
+        #endif
+    }
+
+    @Test func aBehaviorWithOneRealHookIsNotReported() async {
+        struct OnlyAfterFailure: RequestBehavior {
+            func afterFailure(_ error: NetworkError, context: RequestContext) async {}
+        }
+        let violations = await BehaviorContractCheck(OnlyAfterFailure(), probe: { 0 }).run()
+        #expect(!violations.contains { $0.scenario == "hooks" })
+        #expect(!DefaultHooks.warnedTypes.contains { $0.hasSuffix("OnlyAfterFailure") })
+    }
+}
