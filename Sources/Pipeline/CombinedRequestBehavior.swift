@@ -165,14 +165,41 @@ public struct BehaviorExclusion: Sendable, Hashable {
         BehaviorExclusion(selector: .name(name))
     }
 
-    /// Whether the exclusion selects this behavior.
+    /// Whether the exclusion selects this behavior, or one that it wraps (see
+    /// ``WrappingRequestBehavior``), however deep.
     /// - Parameter behavior: A behavior.
     public func matches(_ behavior: any RequestBehavior) -> Bool {
-        switch selector {
-        case .type(let id): ObjectIdentifier(Swift.type(of: behavior)) == id
-        case .name(let name): behavior.name == name
-        }
+        let direct =
+            switch selector {
+            case .type(let id): ObjectIdentifier(Swift.type(of: behavior)) == id
+            case .name(let name): behavior.name == name
+            }
+        if direct { return true }
+        guard let wrapper = behavior as? any WrappingRequestBehavior else { return false }
+        return wrapper.wrappedBehaviors.contains { matches($0) }
     }
+}
+
+/// A behavior that wraps others (runs them only for some requests, times them, renames them…).
+///
+/// Conform your wrapper so that a request's exclusion reaches what it wraps:
+/// `.excluding(.type(AuthTokenBehavior.self))` then also leaves out a wrapper around an
+/// `AuthTokenBehavior`, as it would leave out the bare behavior.
+///
+/// ```swift
+/// struct OnlyForHost: WrappingRequestBehavior {
+///     let host: String
+///     let inner: any RequestBehavior
+///     var wrappedBehaviors: [any RequestBehavior] { [inner] }
+///
+///     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+///         request.url.host == host ? try await inner.additionalHeaders(for: request, context: context) : [:]
+///     }
+/// }
+/// ```
+public protocol WrappingRequestBehavior: RequestBehavior {
+    /// The behaviors this one wraps; exclusions match them as well as the wrapper.
+    var wrappedBehaviors: [any RequestBehavior] { get }
 }
 
 extension NetworkError {

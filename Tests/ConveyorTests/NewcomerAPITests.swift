@@ -143,3 +143,59 @@ import Testing
         #expect(throws: NetworkError.timedOut) { try outcome.get() }
     }
 }
+
+@Suite struct NamesAndWrappersTests {
+    struct Timed: WrappingRequestBehavior {
+        let inner: any RequestBehavior
+        var wrappedBehaviors: [any RequestBehavior] { [inner] }
+        func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+            try await inner.additionalHeaders(for: request, context: context)
+        }
+    }
+
+    @Test func twoHeadersBehaviorsCanBeLeftOutSeparately() async throws {
+        let mock = MockTransport()
+        mock.stub(nil, "/x", reply: .status(200))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock) {
+            HeadersBehavior(["X-App": "1"], name: "app")
+            HeadersBehavior(["X-Tenant": "t"], name: "tenant")
+        }
+        try await client.send(Request<Void>(path: "/x").excluding(.named("tenant")))
+        try await client.send(Request<Void>(path: "/x").excluding(.named("app")))
+        let sent = mock.requests.map { ($0.headers["X-App"], $0.headers["X-Tenant"]) }
+        #expect(sent[0] == ("1", nil))
+        #expect(sent[1] == (nil, "t"))
+    }
+
+    @Test func everyStandardBehaviorTakesAName() {
+        let named: [any RequestBehavior] = [
+            HeadersBehavior([:], name: "n"),
+            AuthTokenBehavior(tokens: InMemoryTokenStore(token: "t"), name: "n"),
+            ActivityCounterBehavior(counter: NetworkActivityCounter(), name: "n"),
+            BackgroundTaskBehavior(runner: NoBackgroundTasks(), name: "n"),
+            IdempotencyKeyBehavior(name: "n"),
+            LoggingBehavior(sink: PrintLogSink(), name: "n"),
+            RetryBehavior(name: "n"),
+            ResponseVerificationBehavior(name: "n"),
+        ]
+        #expect(named.allSatisfy { $0.name == "n" })
+        #expect(RetryBehavior().name == "RetryBehavior")
+    }
+
+    struct NoBackgroundTasks: BackgroundTaskRunner {
+        func beginTask(named name: String, onExpiration: @escaping @Sendable () -> Void) async -> BackgroundTaskID? { nil }
+        func endTask(_ id: BackgroundTaskID) async {}
+    }
+
+    @Test(arguments: [BehaviorExclusion.type(HeadersBehavior.self), .named("tenant")])
+    func anExclusionReachesAWrappedBehavior(exclusion: BehaviorExclusion) async throws {
+        let mock = MockTransport()
+        mock.stub(nil, "/x", reply: .status(200))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock) {
+            Timed(inner: Timed(inner: HeadersBehavior(["X-Tenant": "t"], name: "tenant")))
+        }
+        try await client.send(Request<Void>(path: "/x"))
+        try await client.send(Request<Void>(path: "/x").excluding(exclusion))
+        #expect(mock.requests.map { $0.headers["X-Tenant"] } == ["t", nil])
+    }
+}

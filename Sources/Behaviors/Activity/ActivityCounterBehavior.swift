@@ -10,14 +10,23 @@ public import ConveyorPipeline
 /// It increments in `beforeSend` and decrements in `afterSuccess`/`afterFailure`, which the
 /// pipeline pairs exactly, also on failure and cancellation, so the count returns to zero.
 public struct ActivityCounterBehavior: RequestBehavior {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+
     enum Counted: RequestContextKey { static let defaultValue = false }
 
     /// The counter.
     public let counter: any ActivityCounter
 
     /// Creates the behavior.
-    /// - Parameter counter: The counter to increment and decrement.
-    public init(counter: any ActivityCounter) { self.counter = counter }
+    /// - Parameters:
+    ///   - counter: The counter to increment and decrement.
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default. Give two behaviors of one type different names to leave one out.
+    public init(counter: any ActivityCounter, name: String? = nil) {
+        self.name = name ?? String(describing: Self.self)
+        self.counter = counter
+    }
 
     /// Increments the counter.
     public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {

@@ -50,6 +50,9 @@ public import Foundation
 /// }
 /// ```
 public struct AuthTokenBehavior: RequestBehavior {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+
     /// Which header carries the token, and with which scheme.
     public struct Header: Sendable, Hashable {
         /// The header name.
@@ -96,11 +99,14 @@ public struct AuthTokenBehavior: RequestBehavior {
     ///     longer is abandoned and its waiters fail with ``AuthError/refreshTimedOut``.
     ///   - clock: The clock the refresh timeout is measured on; tests inject a manual one.
     ///   - allowedOrigins: Origins besides the client's base URL's that the token may go to.
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default. Give two behaviors of one type different names to leave one out.
     public init(
         tokens: any TokenProvider, refresher: (any TokenRefresher)? = nil, header: Header = .bearer,
         refreshTimeout: Duration = .seconds(30), clock: any Clock<Duration> = ContinuousClock(),
-        allowedOrigins: [URL] = []
+        allowedOrigins: [URL] = [], name: String? = nil
     ) {
+        self.name = name ?? String(describing: Self.self)
         SensitiveHeaders.add([header.name])
         self.allowedOrigins = Set(allowedOrigins.compactMap(Origin.init))
         self.tokens = tokens

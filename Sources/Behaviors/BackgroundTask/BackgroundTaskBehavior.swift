@@ -22,6 +22,9 @@ public import ConveyorPipeline
 /// (BENCHMARKS.md gives the cost); pass `interruptsInFlightAttempt: false` to let an attempt in
 /// flight finish on its own instead (a backoff wait still ends at once).
 public struct BackgroundTaskBehavior: RequestBehavior {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+
     enum TaskKey: RequestContextKey { static let defaultValue: BackgroundTaskID? = nil }
 
     /// Begins and ends the tasks.
@@ -37,9 +40,12 @@ public struct BackgroundTaskBehavior: RequestBehavior {
     ///   - taskName: A name for debugging.
     ///   - interruptsInFlightAttempt: Whether expiration also interrupts the attempt in flight;
     ///     `true` by default. With `false`, expiration stops the request at its next step.
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default. Give two behaviors of one type different names to leave one out.
     public init(
-        runner: any BackgroundTaskRunner, taskName: String = "Conveyor request", interruptsInFlightAttempt: Bool = true
+        runner: any BackgroundTaskRunner, taskName: String = "Conveyor request", interruptsInFlightAttempt: Bool = true, name: String? = nil
     ) {
+        self.name = name ?? String(describing: Self.self)
         self.runner = runner
         self.taskName = taskName
         self.interruptsInFlightAttempt = interruptsInFlightAttempt

@@ -24,6 +24,9 @@ public import Foundation
 /// HeadersBehavior(["X-Tenant-Key": key], sensitive: ["X-Tenant-Key"])
 /// ```
 public struct HeadersBehavior: RequestBehavior {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+
     /// How the headers are applied.
     public enum Mode: Sendable, Hashable {
         /// Add each header unless the request sets it itself.
@@ -48,9 +51,12 @@ public struct HeadersBehavior: RequestBehavior {
     ///   - sensitive: More header names that are credentials (added to
     ///     ``SensitiveHeaders`` for the whole process).
     ///   - allowedOrigins: Origins besides the base URL's that credential headers may go to.
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default. Give two behaviors of one type different names to leave one out.
     public init(
-        _ headers: HTTPHeaders, mode: Mode = .setIfAbsent, sensitive: Set<String> = [], allowedOrigins: [URL] = []
+        _ headers: HTTPHeaders, mode: Mode = .setIfAbsent, sensitive: Set<String> = [], allowedOrigins: [URL] = [], name: String? = nil
     ) {
+        self.name = name ?? String(describing: Self.self)
         SensitiveHeaders.add(sensitive)
         self.headers = headers
         self.mode = mode

@@ -18,6 +18,9 @@ public enum IdempotencyKey: RequestContextKey {
 /// }
 /// ```
 public struct IdempotencyKeyBehavior: RequestBehavior {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+
     /// `Idempotency-Key`.
     public static let defaultHeaderName = "Idempotency-Key"
 
@@ -33,10 +36,13 @@ public struct IdempotencyKeyBehavior: RequestBehavior {
     ///   - headerName: The header; `Idempotency-Key` by default.
     ///   - methods: Which methods get a key; POST and PATCH by default.
     ///   - makeKey: Makes a key; a random UUID by default.
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default. Give two behaviors of one type different names to leave one out.
     public init(
         headerName: String = IdempotencyKeyBehavior.defaultHeaderName, methods: Set<HTTPMethod> = [.post, .patch],
-        makeKey: @escaping @Sendable () -> String = { UUID().uuidString }
+        makeKey: @escaping @Sendable () -> String = { UUID().uuidString }, name: String? = nil
     ) {
+        self.name = name ?? String(describing: Self.self)
         self.headerName = headerName
         self.methods = methods
         self.makeKey = makeKey

@@ -20,6 +20,9 @@ public import ConveyorPipeline
 /// (JSON-escaped, percent- or form-encoded), and a preview never ends in part of one. Previews
 /// read at most `bodyPreviewLimit` + 4 KiB of a body, whatever its size.
 public struct LoggingBehavior: RequestBehavior {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+
     /// Credential values this request sent, scrubbed from every later line (a server may echo them).
     enum SentSecrets: RequestContextKey { static let defaultValue: [String] = [] }
 
@@ -38,7 +41,10 @@ public struct LoggingBehavior: RequestBehavior {
     ///   - redactor: What to hide.
     ///   - bodyPreviewLimit: Bytes of body to show; 0 shows none.
     ///   - logsHeaders: Whether request headers are logged.
-    public init(sink: any LogSink, redactor: Redactor = Redactor(), bodyPreviewLimit: Int = 0, logsHeaders: Bool = true) {
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default. Give two behaviors of one type different names to leave one out.
+    public init(sink: any LogSink, redactor: Redactor = Redactor(), bodyPreviewLimit: Int = 0, logsHeaders: Bool = true, name: String? = nil) {
+        self.name = name ?? String(describing: Self.self)
         self.sink = sink
         self.redactor = redactor
         self.bodyPreviewLimit = max(0, bodyPreviewLimit)

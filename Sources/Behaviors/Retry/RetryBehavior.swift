@@ -15,6 +15,9 @@ public import Foundation
 /// `ImmediateClock` and assert the exact schedule. A cancelled request never retries, and a
 /// cancelled wait ends at once.
 public struct RetryBehavior: RequestBehavior {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+
     /// The policy.
     public let policy: RetryPolicy
     /// The current time, for `Retry-After` HTTP-dates.
@@ -24,7 +27,10 @@ public struct RetryBehavior: RequestBehavior {
     /// - Parameters:
     ///   - policy: When and how long to wait.
     ///   - now: The current time, for `Retry-After` dates; injectable for tests.
-    public init(_ policy: RetryPolicy = .exponentialBackoff(), now: @escaping @Sendable () -> Date = { Date() }) {
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default. Give two behaviors of one type different names to leave one out.
+    public init(_ policy: RetryPolicy = .exponentialBackoff(), now: @escaping @Sendable () -> Date = { Date() }, name: String? = nil) {
+        self.name = name ?? String(describing: Self.self)
         self.policy = policy
         self.now = now
     }

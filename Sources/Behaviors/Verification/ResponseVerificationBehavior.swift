@@ -12,6 +12,9 @@ public import Foundation
 /// A response without the echo fails the attempt with `NetworkError.behaviorFailed(behavior:
 /// "ResponseVerificationBehavior", hook: .validate, underlying: ResponseVerificationError.nonceMismatch)`.
 public struct ResponseVerificationBehavior: RequestBehavior {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+
     enum Nonce: RequestContextKey { static let defaultValue: String? = nil }
 
     /// The header sent and expected back.
@@ -23,7 +26,10 @@ public struct ResponseVerificationBehavior: RequestBehavior {
     /// - Parameters:
     ///   - headerName: The header sent and expected back; `X-Request-Nonce` by default.
     ///   - makeNonce: Makes a nonce; a random UUID by default.
-    public init(headerName: String = "X-Request-Nonce", makeNonce: @escaping @Sendable () -> String = { UUID().uuidString }) {
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default. Give two behaviors of one type different names to leave one out.
+    public init(headerName: String = "X-Request-Nonce", makeNonce: @escaping @Sendable () -> String = { UUID().uuidString }, name: String? = nil) {
+        self.name = name ?? String(describing: Self.self)
         self.headerName = headerName
         self.makeNonce = makeNonce
     }
