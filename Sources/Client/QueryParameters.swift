@@ -1,63 +1,43 @@
 public import Foundation
 
-/// A value that can appear in a URL query: strings, numbers, booleans, UUIDs, optionals
-/// (`nil` leaves the parameter out) and arrays (the name repeats: `id=1&id=2`).
-public protocol QueryParameterValue: Sendable {
-    /// The textual values this value contributes, before percent-encoding.
-    var queryParameterValues: [String] { get }
+/// A value that can stand in a query: strings, integers, floating-point numbers, `Bool`
+/// (`true`/`false`), `UUID`, and optionals (`nil` adds nothing) and arrays (one item per
+/// element) of them. Any other type you conform is written with `String(describing:)`.
+///
+/// ```swift
+/// let query: QueryParameters = ["page": 2, "tag": ["a", "b"], "after": cursor]  // cursor: String?
+/// ```
+public protocol QueryParameterValue: Sendable {}
+
+/// How Conveyor writes each value it knows; internal, so `String`, `Int`… get no public member.
+protocol QueryValueRendering {
+    var queryTexts: [String] { get }
 }
 
-extension String: QueryParameterValue {
-    /// The string itself.
-    public var queryParameterValues: [String] { [self] }
+extension String: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [self] } }
+extension Substring: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [String(self)] } }
+extension Int: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [String(self)] } }
+extension Int64: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [String(self)] } }
+extension Int32: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [String(self)] } }
+extension UInt: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [String(self)] } }
+extension UInt64: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [String(self)] } }
+extension Double: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [String(self)] } }
+extension Float: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [String(self)] } }
+extension Bool: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [self ? "true" : "false"] } }
+extension UUID: QueryParameterValue, QueryValueRendering { var queryTexts: [String] { [uuidString] } }
+extension Optional: QueryParameterValue where Wrapped: QueryParameterValue {}
+extension Optional: QueryValueRendering where Wrapped: QueryParameterValue {
+    var queryTexts: [String] { self.map(queryTexts(of:)) ?? [] }
 }
-extension Substring: QueryParameterValue {
-    /// The substring as a string.
-    public var queryParameterValues: [String] { [String(self)] }
+extension Array: QueryParameterValue where Element: QueryParameterValue {}
+extension Array: QueryValueRendering where Element: QueryParameterValue {
+    var queryTexts: [String] { flatMap(queryTexts(of:)) }
 }
-extension Int: QueryParameterValue {
-    /// The decimal digits.
-    public var queryParameterValues: [String] { [String(self)] }
-}
-extension Int64: QueryParameterValue {
-    /// The decimal digits.
-    public var queryParameterValues: [String] { [String(self)] }
-}
-extension Int32: QueryParameterValue {
-    /// The decimal digits.
-    public var queryParameterValues: [String] { [String(self)] }
-}
-extension UInt: QueryParameterValue {
-    /// The decimal digits.
-    public var queryParameterValues: [String] { [String(self)] }
-}
-extension UInt64: QueryParameterValue {
-    /// The decimal digits.
-    public var queryParameterValues: [String] { [String(self)] }
-}
-extension Double: QueryParameterValue {
-    /// Swift's shortest round-tripping form, for example `1.5`.
-    public var queryParameterValues: [String] { [String(self)] }
-}
-extension Float: QueryParameterValue {
-    /// Swift's shortest round-tripping form.
-    public var queryParameterValues: [String] { [String(self)] }
-}
-extension Bool: QueryParameterValue {
-    /// `true` or `false`.
-    public var queryParameterValues: [String] { [self ? "true" : "false"] }
-}
-extension UUID: QueryParameterValue {
-    /// The uppercase UUID string.
-    public var queryParameterValues: [String] { [uuidString] }
-}
-extension Optional: QueryParameterValue where Wrapped: QueryParameterValue {
-    /// The wrapped value's values, or none for `nil` (the parameter is left out).
-    public var queryParameterValues: [String] { self?.queryParameterValues ?? [] }
-}
-extension Array: QueryParameterValue where Element: QueryParameterValue {
-    /// Every element's values, so the name repeats once per element.
-    public var queryParameterValues: [String] { flatMap(\.queryParameterValues) }
+
+/// The texts a value adds to a query.
+func queryTexts(of value: any QueryParameterValue) -> [String] {
+    if let value = value as? any QueryValueRendering { return value.queryTexts }
+    return [String(describing: value)]
 }
 
 /// Ordered query parameters (or form fields), written as a dictionary literal:
@@ -99,7 +79,7 @@ public struct QueryParameters: Sendable, Hashable, ExpressibleByDictionaryLitera
     public init(dictionaryLiteral elements: (String, any QueryParameterValue)...) {
         items = []
         for (name, value) in elements {
-            for text in value.queryParameterValues { items.append(Item(name: name, value: text)) }
+            for text in queryTexts(of: value) { items.append(Item(name: name, value: text)) }
         }
     }
 
@@ -111,7 +91,7 @@ public struct QueryParameters: Sendable, Hashable, ExpressibleByDictionaryLitera
     ///   - name: The name.
     ///   - value: The value; `nil` adds nothing, an array adds one pair per element.
     public mutating func append(_ name: String, _ value: any QueryParameterValue) {
-        for text in value.queryParameterValues { items.append(Item(name: name, value: text)) }
+        for text in queryTexts(of: value) { items.append(Item(name: name, value: text)) }
     }
 
     /// The percent-encoded `name=value&…` form, as used in a URL query or a form body.

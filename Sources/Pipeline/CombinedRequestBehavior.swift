@@ -78,9 +78,15 @@ public struct CombinedRequestBehavior: RequestBehavior {
     /// - Returns: The shorter chain.
     public func removing(_ exclusions: [BehaviorExclusion]) -> CombinedRequestBehavior {
         if exclusions.isEmpty { return self }
-        let keep: (any RequestBehavior) -> Bool = { behavior in !exclusions.contains { $0.matches(behavior) } }
+        let keep = Self.keeping(exclusions)
         return CombinedRequestBehavior(
             behaviors: behaviors.filter(keep), plan: HookPlan(filtering: plan(), keep: keep))
+    }
+
+    /// Whether a member stays when `exclusions` are applied: the one rule ``removing(_:)`` and
+    /// ``plan(excluding:adding:)`` share.
+    private static func keeping(_ exclusions: [BehaviorExclusion]) -> (any RequestBehavior) -> Bool {
+        { behavior in !exclusions.contains { $0.matches(behavior) } }
     }
 
     /// The members to call for each hook, for one request.
@@ -93,9 +99,7 @@ public struct CombinedRequestBehavior: RequestBehavior {
     ///   - extra: The request's own behaviors.
     package func plan(excluding exclusions: [BehaviorExclusion], adding extra: [any RequestBehavior]) -> HookPlan {
         var plan = plan()
-        if !exclusions.isEmpty {
-            plan = HookPlan(filtering: plan) { behavior in !exclusions.contains { $0.matches(behavior) } }
-        }
+        if !exclusions.isEmpty { plan = HookPlan(filtering: plan, keep: Self.keeping(exclusions)) }
         if !extra.isEmpty { plan = HookPlan(extending: plan, with: Self.flatten(extra)) }
         return plan
     }

@@ -223,7 +223,7 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
 
 extension HTTPHeaders {
     /// Why a header cannot be sent.
-    public enum ValidationFailure: Sendable, Hashable {
+    package enum ValidationFailure: Sendable, Hashable {
         /// The name is empty.
         case emptyName
         /// The name contains a character outside RFC 9110's token set (space, colon, CR, LF…).

@@ -199,3 +199,16 @@ import Testing
         #expect(mock.requests.map { $0.headers["X-Tenant"] } == ["t", nil])
     }
 }
+
+@Suite struct QueryValueTests {
+    enum Sort: String, QueryParameterValue, CustomStringConvertible {
+        case newest
+        var description: String { rawValue }
+    }
+
+    @Test func knownValuesAndYourOwnTypesRender() {
+        let cursor: String? = nil
+        let query: QueryParameters = ["page": 2, "tag": ["a", "b"], "after": cursor, "sort": Sort.newest, "on": true]
+        #expect(query.encoded == "page=2&tag=a&tag=b&sort=newest&on=true")
+    }
+}
