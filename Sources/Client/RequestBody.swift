@@ -36,3 +36,56 @@ public enum RequestBody: Sendable {
         }
     }
 }
+
+extension RequestBody {
+    /// A JSON object body written as a literal with values of any `Encodable` types:
+    /// `.json(["title": "Heat", "stars": 5, "tags": tags])`.
+    /// - Parameter object: The object.
+    /// - Returns: The body.
+    public static func json(_ object: JSONObject) -> RequestBody { .json(object as any Encodable & Sendable) }
+}
+
+/// A JSON object whose values may have different `Encodable` types, written as a dictionary
+/// literal: what `.json(["title": "Heat", "stars": 5])` builds. A repeated key keeps its last
+/// value; `nil` optionals are written as `null`. Key order in the output is the encoder's (set
+/// `.sortedKeys` on the client's encoder for a stable one). Nest one object in another with
+/// `JSONObject([...])`.
+public struct JSONObject: Encodable, Sendable, ExpressibleByDictionaryLiteral {
+    /// Keys are strings.
+    public typealias Key = String
+    /// Values are any `Encodable`.
+    public typealias Value = any Encodable & Sendable
+
+    /// The members, in order.
+    let members: [(key: String, value: any Encodable & Sendable)]
+
+    /// Creates an object from a literal.
+    /// - Parameter elements: The keys and values.
+    public init(dictionaryLiteral elements: (String, any Encodable & Sendable)...) {
+        var members: [(key: String, value: any Encodable & Sendable)] = []
+        for (key, value) in elements {
+            if let index = members.firstIndex(where: { $0.key == key }) { members.remove(at: index) }
+            members.append((key, value))
+        }
+        self.members = members
+    }
+
+    /// Creates an object from another, for nesting: `["movie": JSONObject(["id": 7, "title": "Heat"])]`.
+    /// - Parameter object: The object.
+    public init(_ object: JSONObject) { self = object }
+
+    /// Encodes the members as one JSON object.
+    /// - Parameter encoder: The encoder.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: MemberKey.self)
+        for (key, value) in members { try container.encode(value, forKey: MemberKey(key)) }
+    }
+
+    struct MemberKey: CodingKey {
+        let stringValue: String
+        init(_ string: String) { stringValue = string }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        var intValue: Int? { nil }
+        init?(intValue: Int) { nil }
+    }
+}

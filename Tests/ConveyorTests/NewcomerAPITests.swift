@@ -212,3 +212,36 @@ import Testing
         #expect(query.encoded == "page=2&tag=a&tag=b&sort=newest&on=true")
     }
 }
+
+@Suite struct JSONLiteralBodyTests {
+    struct Rating: Encodable, Sendable { var stars: Int }
+
+    @Test func mixedValueLiteralsEncodeInOrder() async throws {
+        let mock = MockTransport()
+        mock.enqueue(.status(200), .status(200), .status(200))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
+        let tags = ["crime", "drama"]
+        let note: String? = nil
+        try await client.send(Request<Void>(method: .post, path: "/m", body: .json(["title": "Heat", "stars": 5])))
+        try await client.send(
+            Request<Void>(
+                method: .post, path: "/m",
+                body: .json([
+                    "title": "Heat", "tags": tags, "note": note, "rating": Rating(stars: 5),
+                    "meta": JSONObject(["year": 1995, "ok": true]),
+                ])))
+        try await client.send(Request<Void>(method: .post, path: "/m", body: .json(["stars": 5])))
+        func object(_ text: String) -> NSDictionary? {
+            (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? NSDictionary
+        }
+        let bodies = mock.requests.map { object($0.bodyText ?? "") }
+        #expect(bodies[0] == object(#"{"title":"Heat","stars":5}"#))
+        #expect(
+            bodies[1]
+                == object(
+                    #"{"title":"Heat","tags":["crime","drama"],"note":null,"rating":{"stars":5},"meta":{"year":1995,"ok":true}}"#))
+        #expect(bodies[2] == object(#"{"stars":5}"#))
+        #expect(bodies.allSatisfy { $0 != nil })
+        #expect(mock.requests.allSatisfy { $0.headers["Content-Type"] == "application/json" })
+    }
+}
