@@ -48,6 +48,12 @@ public final class NetworkClient: NetworkClientProtocol {
         /// default; `nil` for no limit.
         public var maxResponseSize: Int?
 
+        /// Answer every request with its ``Request/sample`` (from ``Endpoint/sampleResponse``)
+        /// instead of the transport, through all behaviors: for UI tests and previews. A request
+        /// with no sample then fails with ``NetworkError/transportFailed(_:)`` saying so. `false`
+        /// by default.
+        public var answersWithSamples: Bool
+
         /// The default ``maxResponseSize``: 64 MiB.
         public static let defaultMaxResponseSize = 64 * 1024 * 1024
 
@@ -61,12 +67,15 @@ public final class NetworkClient: NetworkClientProtocol {
         ///   - timeoutClock: The clock timeouts are measured on.
         ///   - attemptLimit: The cap on attempts per request.
         ///   - maxResponseSize: The most body bytes a response may have; `nil` for no limit.
+        ///   - answersWithSamples: Whether requests are answered with their sample responses.
         public init(
             encoder: JSONEncoder = JSONEncoder(), decoder: JSONDecoder = JSONDecoder(),
             acceptableStatusCodes: Set<Int> = Set(200..<300), timeout: Duration? = nil,
             clock: any Clock<Duration> = ContinuousClock(), timeoutClock: any Clock<Duration> = ContinuousClock(),
-            attemptLimit: Int = 10, maxResponseSize: Int? = Configuration.defaultMaxResponseSize
+            attemptLimit: Int = 10, maxResponseSize: Int? = Configuration.defaultMaxResponseSize,
+            answersWithSamples: Bool = false
         ) {
+            self.answersWithSamples = answersWithSamples
             self.encoder = encoder
             self.decoder = decoder
             self.acceptableStatusCodes = acceptableStatusCodes
@@ -173,6 +182,7 @@ public final class NetworkClient: NetworkClientProtocol {
         let targetsBase = !absolute || Origin(httpRequest.url) == baseScope?.origin
         let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
         let decoder = configuration.decoder
+        let runner = configuration.answersWithSamples ? runner.answering(with: request.sample) : runner
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             try finish(response, context, decoder)
         }
@@ -199,5 +209,14 @@ public final class NetworkClient: NetworkClientProtocol {
         return HTTPRequest(
             method: request.method, url: url, headers: headers, body: body?.0,
             timeout: request.timeout ?? configuration.timeout, maxResponseSize: configuration.maxResponseSize)
+    }
+}
+
+extension RequestRunner {
+    /// This runner with a transport that answers with `sample`.
+    func answering(with sample: SampleResponse?) -> RequestRunner {
+        RequestRunner(
+            transport: SampleTransport(sample: sample), clock: clock, timeoutClock: timeoutClock,
+            attemptLimit: attemptLimit, acceptableStatusCodes: acceptableStatusCodes)
     }
 }

@@ -32,6 +32,10 @@ public struct Request<Output>: Sendable {
     public var behaviors: [any RequestBehavior]
     /// Client behaviors this request leaves out.
     public var exclusions: [BehaviorExclusion]
+    /// The canned response a client with ``NetworkClient/Configuration/answersWithSamples``
+    /// on answers with; ignored otherwise. Endpoints set it from their
+    /// ``Endpoint/sampleResponse``.
+    public var sample: SampleResponse?
 
     let decode: @Sendable (HTTPResponse, JSONDecoder) throws -> Output
 
@@ -59,6 +63,7 @@ public struct Request<Output>: Sendable {
         self.timeout = timeout
         self.behaviors = behaviors
         self.exclusions = []
+        self.sample = nil
         self.decode = decode
     }
 

@@ -5,12 +5,14 @@ public import Foundation
 /// and never touches the network.
 ///
 /// ```swift
-/// let mock = MockTransport()
+/// let api = URL(string: "https://api.test/v1")!
+/// let mock = MockTransport(baseURL: api)             // stubs take paths as your code writes them
 /// mock.stub(.get, "/movies", reply: .json([Movie(id: 1, title: "Alien")]))
+/// mock.stub(.get, "/movies/1", reply: .rawJSON(#"{"id": 1, "title": "Alien"}"#))
 /// mock.enqueue(.status(503), .status(200))          // answered in order, for any request
-/// let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
+/// let client = NetworkClient(baseURL: api, transport: mock)
 /// …
-/// #expect(mock.requests.map(\.url.path) == ["/movies"])
+/// #expect(mock.requests.map(\.url.path) == ["/v1/movies"])
 /// ```
 ///
 /// Queued replies are used first, in order (each once); then stubs, most recent first. A request
@@ -53,6 +55,18 @@ public final class MockTransport: HTTPTransport, Sendable {
             }
         }
 
+        /// A JSON response whose body is this JSON text, as written:
+        /// `.rawJSON(#"{"id": 1, "title": "Alien"}"#)`. The text is not checked.
+        /// - Parameters:
+        ///   - json: The body, JSON text.
+        ///   - status: The status code; 200 by default.
+        ///   - headers: Extra header fields.
+        public static func rawJSON(_ json: String, status: Int = 200, headers: HTTPHeaders = [:]) -> Reply {
+            var headers = headers
+            if !headers.contains("Content-Type") { headers.add(name: "Content-Type", value: "application/json") }
+            return .response(status: status, headers: headers, body: Data(json.utf8))
+        }
+
         /// A response whose body is UTF-8 text.
         /// - Parameters:
         ///   - text: The body text.
@@ -75,7 +89,8 @@ public final class MockTransport: HTTPTransport, Sendable {
         /// Requests with this method (if given), URL path and query items (if given; others may be present).
         /// - Parameters:
         ///   - method: The method, or `nil` for any.
-        ///   - path: The URL path, e.g. `/v1/movies`.
+        ///   - path: The URL path: as your code writes it (`/movies`) when the mock was made with
+        ///     the client's base URL, or whole (`/v1/movies`).
         ///   - query: Query items that must be present with these values.
         public static func request(_ method: HTTPMethod? = nil, _ path: String, query: [String: String]? = nil)
             -> Matcher
@@ -85,9 +100,14 @@ public final class MockTransport: HTTPTransport, Sendable {
 
         /// Whether the request matches.
         /// - Parameter request: A request.
-        public func matches(_ request: HTTPRequest) -> Bool {
+        public func matches(_ request: HTTPRequest) -> Bool { matches(request, basePath: "") }
+
+        /// Whether the request matches, its path taken whole or relative to `basePath`.
+        func matches(_ request: HTTPRequest, basePath: String) -> Bool {
             if let method, method != request.method { return false }
-            if let path, path != request.url.path { return false }
+            if let path, path != request.url.path, basePath.isEmpty || basePath + path != request.url.path {
+                return false
+            }
             if let query {
                 let items = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems ?? []
                 for (name, value) in query where !items.contains(where: { $0.name == name && $0.value == value }) {
@@ -127,11 +147,20 @@ public final class MockTransport: HTTPTransport, Sendable {
 
     private let state = Locked(State())
     private let clock: any Clock<Duration>
+    /// The base URL's path without a trailing slash (`/v1`), or empty.
+    private let basePath: String
 
     /// Creates a mock.
-    /// - Parameter clock: The clock `.delayed` replies wait on; a real clock by default.
-    public init(clock: any Clock<Duration> = ContinuousClock()) {
+    /// - Parameters:
+    ///   - baseURL: The client's base URL. Given one, stubs and matchers take paths as your code
+    ///     writes them: `mock.stub(.get, "/movies", …)` answers `GET https://api.test/v1/movies`
+    ///     for a client on `https://api.test/v1`. Whole paths (`/v1/movies`) match too.
+    ///   - clock: The clock `.delayed` replies wait on; a real clock by default.
+    public init(baseURL: URL? = nil, clock: any Clock<Duration> = ContinuousClock()) {
         self.clock = clock
+        var basePath = baseURL?.path ?? ""
+        while basePath.hasSuffix("/") { basePath.removeLast() }
+        self.basePath = basePath
     }
 
     /// Queues replies, answered in order, each once, for any request.
@@ -171,10 +200,10 @@ public final class MockTransport: HTTPTransport, Sendable {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let reply = try state.withLock { state throws(UnexpectedRequest) -> Reply in
             state.requests.append(request)
-            if let index = state.queue.firstIndex(where: { $0.0.matches(request) }) {
+            if let index = state.queue.firstIndex(where: { $0.0.matches(request, basePath: basePath) }) {
                 return state.queue.remove(at: index).1
             }
-            if let stub = state.stubs.last(where: { $0.0.matches(request) }) { return stub.1 }
+            if let stub = state.stubs.last(where: { $0.0.matches(request, basePath: basePath) }) { return stub.1 }
             throw UnexpectedRequest(
                 request: "\(request.method) \(request.url.path)",
                 expected: (state.queue + state.stubs).map { $0.0.description })

@@ -245,3 +245,77 @@ import Testing
         #expect(mock.requests.allSatisfy { $0.headers["Content-Type"] == "application/json" })
     }
 }
+
+@Suite struct MockTransportNewcomerTests {
+    struct Movie: Codable, Equatable, Sendable { var id: Int; var title: String }
+    let api = URL(string: "https://api.test/v1/")!
+
+    @Test func stubsTakePathsAsCodeWritesThem() async throws {
+        let mock = MockTransport(baseURL: api)
+        mock.stub(.get, "/movies/1", reply: .rawJSON(#"{"id": 1, "title": "Alien"}"#))
+        mock.stub(.get, "/v1/movies/2", reply: .json(Movie(id: 2, title: "Heat")))  // whole paths still match
+        let client = NetworkClient(baseURL: api, transport: mock)
+        let first: Movie = try await client.get("/movies/1")
+        let second: Movie = try await client.get("/movies/2")
+        #expect([first, second] == [Movie(id: 1, title: "Alien"), Movie(id: 2, title: "Heat")])
+        #expect(mock.requests.first?.url.path == "/v1/movies/1")
+    }
+
+    @Test func withoutABaseURLOnlyWholePathsMatch() async throws {
+        let mock = MockTransport()
+        mock.stub(.get, "/movies/1", reply: .status(200))
+        let client = NetworkClient(baseURL: api, transport: mock)
+        await #expect(throws: NetworkError.self) { try await client.send(Request<Void>(path: "/movies/1")) }
+    }
+
+    @Test func rawJSONRepliesAreJSON() async throws {
+        let mock = MockTransport()
+        mock.enqueue(.rawJSON(#"[1, 2, 3]"#, status: 201))
+        let client = NetworkClient(baseURL: api, transport: mock)
+        let page = try await client.response(for: Request<[Int]>(path: "/n"))
+        #expect(page.value == [1, 2, 3])
+        #expect(page.response.status == 201)
+        #expect(page.response.headers["Content-Type"] == "application/json")
+    }
+}
+
+@Suite struct SampleResponseTests {
+    enum MovieAPI: Endpoint {
+        case popular, upcoming
+        var path: String { self == .popular ? "/movies/popular" : "/movies/upcoming" }
+        var sampleResponse: SampleResponse? {
+            self == .popular ? .json(#"[{"id": 1, "title": "Alien"}]"#) : nil
+        }
+    }
+    struct Movie: Codable, Equatable, Sendable { var id: Int; var title: String }
+
+    @Test func aClientAnsweringWithSamplesNeverCallsItsTransportAndRunsItsBehaviors() async throws {
+        let mock = MockTransport()  // nothing stubbed: any call to it fails
+        let recorder = HookRecorder()
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.test")!, transport: mock, configuration: .init(answersWithSamples: true)
+        ) { RecordingBehavior("R", recorder: recorder) }
+        let movies: [Movie] = try await client.send(MovieAPI.popular)
+        #expect(movies == [Movie(id: 1, title: "Alien")])
+        #expect(mock.requests.isEmpty)
+        #expect(recorder.hooks(of: "R").contains(.afterSuccess))
+        do throws(NetworkError) {
+            let _: [Movie] = try await client.send(MovieAPI.upcoming)
+            Issue.record("expected a failure")
+        } catch {
+            guard case .transportFailed = error else {
+                Issue.record("got \(error)")
+                return
+            }
+            #expect(error.description.contains("no sample response"))
+        }
+    }
+
+    @Test func samplesAreIgnoredWhenTheClientDoesNotAnswerWithThem() async throws {
+        let mock = MockTransport()
+        mock.stub(.get, "/movies/popular", reply: .json([Movie(id: 9, title: "Real")]))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
+        let movies: [Movie] = try await client.send(MovieAPI.popular)
+        #expect(movies == [Movie(id: 9, title: "Real")])
+    }
+}
