@@ -19,7 +19,7 @@ public import Foundation
 public final class NetworkClient: NetworkClientProtocol {
     /// Settings of a client besides its base URL, transport and behaviors.
     public struct Configuration: Sendable {
-        /// Encodes ``RequestBody/json(_:)`` bodies.
+        /// Encodes ``RequestBody/json(_:)-enum.case`` bodies.
         public var encoder: JSONEncoder
         /// Decodes `Decodable` outputs.
         public var decoder: JSONDecoder
