@@ -169,6 +169,7 @@ public final class NetworkClient: NetworkClientProtocol {
     }
 
     /// Runs `request` through the pipeline; `finish` turns the final response into the result.
+    @inline(__always)
     private func perform<Output, Result>(
         _ request: Request<Output>,
         _ finish: (HTTPResponse, RequestContext, JSONDecoder) throws -> Result
@@ -182,7 +183,11 @@ public final class NetworkClient: NetworkClientProtocol {
         let targetsBase = !absolute || Origin(httpRequest.url) == baseScope?.origin
         let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
         let decoder = configuration.decoder
-        let runner = configuration.answersWithSamples ? runner.answering(with: request.sample) : runner
+        if configuration.answersWithSamples {
+            return try await runner.answering(with: request.sample).run(httpRequest, plan: plan, context: context) {
+                response in try finish(response, context, decoder)
+            }
+        }
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             try finish(response, context, decoder)
         }
