@@ -17,28 +17,12 @@ import Testing
 /// loopback fault tests, running in parallel, hit their 5 s timeouts), so the two storms run one
 /// after the other, and the fault tests give their requests 30 s.
 @Suite(.serialized) struct CancellationStormTests {
-    enum TransportKind: String, CaseIterable, CustomTestStringConvertible {
-        case conveyorTransport, plainSession
-        var testDescription: String { rawValue }
-        var configuration: URLSessionConfiguration {
-            let configuration = URLSessionConfiguration.ephemeral
-            configuration.httpMaximumConnectionsPerHost = 32
-            return configuration
-        }
-        func make() -> any HTTPTransport {
-            switch self {
-            case .conveyorTransport: URLSessionTransport(configuration: configuration)
-            case .plainSession: URLSession(configuration: configuration)
-            }
-        }
-    }
-
     @Test(arguments: TransportKind.allCases)
     func aCancellationStormFinishesEveryRequest(kind: TransportKind) async throws {
         let watchdog = Watchdog(seconds: 120, "the cancellation storm (\(kind.rawValue))")
         defer { watchdog.disarm() }
         try await LocalServer.withServer { server in
-            let client = NetworkClient(baseURL: server.baseURL, transport: kind.make())
+            let client = NetworkClient(baseURL: server.baseURL, transport: kind.make(.ephemeral, connections: 32))
             var generator = SystemRandomNumberGenerator()
             let outcomes = await withTaskGroup(of: String.self) { group in
                 for index in 0..<300 {
@@ -82,25 +66,12 @@ import Testing
 /// not in the registry": swift-corelibs-foundation#3296). Conveyor's transports must never cancel
 /// into that window. The sessions here have a `URLCache`, as `.default` and `.ephemeral` do.
 @Suite(.serialized) struct CancelAtStartTests {
-    enum TransportKind: String, CaseIterable, CustomTestStringConvertible {
-        case conveyorTransport, plainSession
-        var testDescription: String { rawValue }
-        func make() -> any HTTPTransport {
-            let configuration = URLSessionConfiguration.default
-            configuration.httpMaximumConnectionsPerHost = 16
-            return switch self {
-            case .conveyorTransport: URLSessionTransport(configuration: configuration)
-            case .plainSession: URLSession(configuration: configuration)
-            }
-        }
-    }
-
     @Test(arguments: TransportKind.allCases)
     func cancellingRightAfterTheStartNeverTraps(kind: TransportKind) async throws {
         let watchdog = Watchdog(seconds: 120, "cancel at start (\(kind.rawValue))")
         defer { watchdog.disarm() }
         try await LocalServer.withServer { server in
-            let client = NetworkClient(baseURL: server.baseURL, transport: kind.make())
+            let client = NetworkClient(baseURL: server.baseURL, transport: kind.make(.default, connections: 16))
             var generator = SystemRandomNumberGenerator()
             for _ in 0..<20 {
                 let outcomes = await withTaskGroup(of: String.self) { group in
@@ -147,5 +118,20 @@ import Testing
         #else
             #expect(transport.session.configuration.urlCache != nil)
         #endif
+    }
+}
+
+/// The two URLSession-based transports the storms run against.
+enum TransportKind: String, CaseIterable, CustomTestStringConvertible {
+    case conveyorTransport, plainSession
+    var testDescription: String { rawValue }
+
+    /// A transport of this kind on `configuration` (`.default` and `.ephemeral` have a `URLCache`).
+    func make(_ configuration: URLSessionConfiguration, connections: Int) -> any HTTPTransport {
+        configuration.httpMaximumConnectionsPerHost = connections
+        return switch self {
+        case .conveyorTransport: URLSessionTransport(configuration: configuration)
+        case .plainSession: URLSession(configuration: configuration)
+        }
     }
 }
