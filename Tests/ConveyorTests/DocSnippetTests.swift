@@ -144,3 +144,36 @@ private let canCompile: Bool = {
             ])
     }
 }
+
+/// The docs stand on their own: every relative link in README.md and Docs/*.md names a file of
+/// the repository, and no doc cites a path outside it.
+@Suite struct DocLinkTests {
+    @Test func everyRelativeLinkPointsIntoTheRepository() throws {
+        let root = SnippetCompiler.root
+        let docs = root.appendingPathComponent("Docs")
+        let guides = try FileManager.default.contentsOfDirectory(atPath: docs.path).filter { $0.hasSuffix(".md") }
+        let files = ["README.md"] + guides.sorted().map { "Docs/\($0)" }
+        let link = try Regex(#"\]\(([^)\s]+)\)"#)
+        var checked = 0
+        for file in files {
+            let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+            let folder = root.appendingPathComponent(file).deletingLastPathComponent()
+            for match in text.matches(of: link) {
+                guard let target = match.output[1].substring.map(String.init) else { continue }
+                if target.hasPrefix("http://") || target.hasPrefix("https://") || target.hasPrefix("#")
+                    || target.hasPrefix("mailto:")
+                {
+                    continue
+                }
+                let path = String(target.split(separator: "#", maxSplits: 1).first ?? "")
+                let resolved = folder.appendingPathComponent(path).standardizedFileURL
+                #expect(
+                    resolved.path.hasPrefix(root.standardizedFileURL.path),
+                    "\(file) links outside the repository: \(target)")
+                #expect(FileManager.default.fileExists(atPath: resolved.path), "\(file) links to a missing file: \(target)")
+                checked += 1
+            }
+        }
+        #expect(checked >= 5, "found only \(checked) relative links")
+    }
+}
