@@ -196,9 +196,9 @@ struct TraceHeader: RequestBehavior {
     }
 
     @Test func aConnectionRefusedIsAConnectionFailure() async throws {
-        let server = try LocalServer.start()
+        let server = try await LocalServer.start()
         let url = server.baseURL
-        server.stop()  // nothing listens on the port now
+        await server.stopAndWait()  // nothing listens on the port now
         let client = NetworkClient(baseURL: url, transport: URLSession(configuration: .ephemeral))
         do throws(NetworkError) {
             try await client.send(Request<Void>(path: "/echo"))

@@ -32,9 +32,13 @@ public final class LocalServer: @unchecked Sendable {
         public let description: String
     }
 
-    /// Starts the server and waits (at most 10 s) for it to report its port.
+    /// Starts the server and waits (at most 30 s) for it to report its port.
+    ///
+    /// The wait suspends instead of blocking: many tests start servers at once on a 2-core
+    /// machine, and a blocked thread of Swift's small cooperative pool would delay every other
+    /// test's timers (a 300 ms timeout once fired after 10 s that way).
     /// - Throws: ``StartError`` when Python is missing or the server does not come up.
-    public static func start() throws -> LocalServer {
+    public static func start() async throws -> LocalServer {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Server/server.py")
         let process = Process()
@@ -52,33 +56,35 @@ public final class LocalServer: @unchecked Sendable {
             throw StartError(description: "could not run python3 \(script.path): \(error)")
         }
 
-        // Read the first line on a background thread so a silent server cannot hang the tests.
-        let line = Locked<String?>(nil)
-        let done = DispatchSemaphore(value: 0)
+        // The first line is read on a thread of its own, and a second thread gives up after 30 s,
+        // so a silent server cannot hang the tests; whichever comes first resumes the caller.
         let reader = stdout.fileHandleForReading
-        Thread.detachNewThread {
-            var buffer = Data()
-            while !buffer.contains(UInt8(ascii: "\n")) {
-                let chunk = reader.availableData
-                if chunk.isEmpty { break }
-                buffer.append(chunk)
+        let text: String? = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
+            let once = Locked(false)
+            let finish: @Sendable (String?) -> Void = { value in
+                let first = once.withLock { resumed in
+                    defer { resumed = true }
+                    return !resumed
+                }
+                if first { continuation.resume(returning: value) }
             }
-            line.set(String(decoding: buffer, as: UTF8.self))
-            done.signal()
+            Thread.detachNewThread {
+                var buffer = Data()
+                while !buffer.contains(UInt8(ascii: "\n")) {
+                    let chunk = reader.availableData
+                    if chunk.isEmpty { break }
+                    buffer.append(chunk)
+                }
+                finish(String(decoding: buffer, as: UTF8.self))
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 30) { finish(nil) }
         }
-        let port: Int?
-        if done.wait(timeout: .now() + 10) == .success, let text = line.get(),
-            let value = text.split(separator: "\n").first?.split(separator: " ").last.flatMap({ Int($0) }),
-            text.hasPrefix("PORT ")
-        {
-            port = value
-        } else {
-            port = nil
-        }
-        guard let port else {
+        guard let text, text.hasPrefix("PORT "),
+            let port = text.split(separator: "\n").first?.split(separator: " ").last.flatMap({ Int($0) })
+        else {
             process.terminate()
             let errors = String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self)
-            throw StartError(description: "the test server did not report its port within 10 s. stderr: \(errors)")
+            throw StartError(description: "the test server did not report its port within 30 s. stderr: \(errors)")
         }
         return LocalServer(process: process, stdin: stdin, port: port)
     }
@@ -89,7 +95,8 @@ public final class LocalServer: @unchecked Sendable {
         self.port = port
     }
 
-    /// Stops the server and waits for it to exit. Safe to call more than once.
+    /// Stops the server: closes its stdin (it exits when stdin closes) and terminates it. Returns
+    /// at once; Foundation reaps the process. Safe to call more than once.
     public func stop() {
         lock.lock()
         defer { lock.unlock() }
@@ -97,7 +104,18 @@ public final class LocalServer: @unchecked Sendable {
         stopped = true
         try? stdin.fileHandleForWriting.close()
         if process.isRunning { process.terminate() }
-        process.waitUntilExit()
+    }
+
+    /// Stops the server and suspends until its process has exited (the port is closed then).
+    public func stopAndWait() async {
+        stop()
+        let process = self.process
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            Thread.detachNewThread {
+                process.waitUntilExit()
+                continuation.resume()
+            }
+        }
     }
 
     deinit { stop() }
@@ -106,7 +124,7 @@ public final class LocalServer: @unchecked Sendable {
     /// - Parameter body: The test code.
     /// - Returns: What `body` returns.
     public static func withServer<T>(_ body: (LocalServer) async throws -> T) async throws -> T {
-        let server = try start()
+        let server = try await start()
         defer { server.stop() }
         return try await body(server)
     }
