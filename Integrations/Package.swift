@@ -1,0 +1,76 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+/// Conveyor on the swift-server stack. A package of its own, so that the `Conveyor` package keeps
+/// zero dependencies: add the products you want, and only their dependencies are built.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "ConveyorIntegrations",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
+    products: [
+        .library(name: "ConveyorAsyncHTTPClient", targets: ["ConveyorAsyncHTTPClient"]),
+        .library(name: "ConveyorLogging", targets: ["ConveyorLogging"]),
+        .library(name: "ConveyorMetrics", targets: ["ConveyorMetrics"]),
+        .library(name: "ConveyorTracing", targets: ["ConveyorTracing"]),
+    ],
+    dependencies: [
+        .package(name: "Conveyor", path: ".."),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+    ],
+    targets: [
+        .target(
+            name: "ConveyorAsyncHTTPClient",
+            dependencies: [
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings),
+        .target(
+            name: "ConveyorLogging",
+            dependencies: [
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings),
+        .target(
+            name: "ConveyorMetrics",
+            dependencies: [
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings),
+        .target(
+            name: "ConveyorTracing",
+            dependencies: [
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: strictSettings),
+        // The root package's test support (a symbolic link): starts Tests/Server/server.py, also linked.
+        .target(name: "IntegrationsTestSupport", path: "Tests/Support", swiftSettings: strictSettings),
+        .testTarget(
+            name: "ConveyorIntegrationsTests",
+            dependencies: [
+                "ConveyorAsyncHTTPClient", "ConveyorLogging", "ConveyorMetrics", "ConveyorTracing",
+                "IntegrationsTestSupport",
+                .product(name: "ConveyorTesting", package: "Conveyor"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,256 @@
+public import AsyncHTTPClient
+public import Conveyor
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// An ``HTTPTransport`` on AsyncHTTPClient (SwiftNIO): a connection pool, HTTP/2 over TLS, and
+/// no FoundationNetworking, for server-side Swift on Linux.
+///
+/// ```swift
+/// let http = HTTPClient(
+///     eventLoopGroupProvider: .singleton,
+///     configuration: AsyncHTTPClientTransport.configuration())
+/// let client = NetworkClient(baseURL: api, transport: try AsyncHTTPClientTransport(client: http))
+/// // …
+/// try await http.shutdown()   // yours: the transport never shuts the client down
+/// ```
+///
+/// - **Lifecycle:** the `HTTPClient` is yours. Create it, share it between transports if you like,
+///   and shut it down after the last request (`try await client.shutdown()`); the transport never
+///   does. A request sent after that fails with ``NetworkError/transportFailed(_:)``.
+/// - **Redirects** are followed by the transport, not by AsyncHTTPClient, so they follow
+///   Conveyor's rules: at most ``maximumRedirects`` (one more fails with
+///   ``NetworkError/tooManyRedirects``), and a hop to another origin (scheme, host or port) drops
+///   every credential header in ``SensitiveHeaders`` (AsyncHTTPClient itself strips only
+///   `Authorization`, `Proxy-Authorization` and `Cookie`). So the client must not follow
+///   redirects itself: create it with ``configuration(_:)``, or with
+///   `redirectConfiguration: .disallow`; ``init(client:maximumRedirects:defaultTimeout:)`` throws
+///   otherwise. 301 and 302 turn a `POST` into a `GET`, 303 turns every method but `HEAD` into a
+///   `GET` (the body is dropped), 307 and 308 keep the method and the body (the fetch standard,
+///   as `URLSession` does).
+/// - **Timeouts:** the request's ``HTTPRequest/timeout`` (or `defaultTimeout`) is one deadline
+///   for the whole attempt: connecting, redirects and the body. ``NetworkClient`` enforces the
+///   timeout on its own clock as well.
+/// - **Cancellation** ends the call promptly with ``NetworkError/cancelled`` and closes the
+///   request's connection (``honorsCancellation`` is `true`).
+/// - **Size:** the body is collected as it arrives and the transfer stops as soon as it passes
+///   ``HTTPRequest/maxResponseSize``: ``NetworkError/responseTooLarge(limit:)``.
+/// - **Errors** are thrown as ``NetworkError`` already: timeouts as ``NetworkError/timedOut``,
+///   refused or lost connections as ``NetworkError/connectionFailed(_:)``, a response that is not
+///   HTTP as ``NetworkError/transportFailed(_:)``.
+public struct AsyncHTTPClientTransport: HTTPTransport {
+    /// The AsyncHTTPClient requests go through. Yours to shut down.
+    public let client: HTTPClient
+    /// How many redirects one request may follow.
+    public let maximumRedirects: Int
+    /// The deadline of an attempt whose request sets no ``HTTPRequest/timeout``.
+    public let defaultTimeout: Duration
+
+    /// Why a client can't be used.
+    public struct SetupError: Error, Sendable, CustomStringConvertible {
+        /// The explanation, with the fix.
+        public let description: String
+    }
+
+    /// Creates a transport on your client.
+    /// - Parameters:
+    ///   - client: An `HTTPClient` that does not follow redirects itself (see
+    ///     ``configuration(_:)``). You shut it down, after the last request.
+    ///   - maximumRedirects: How many redirects one request may follow; `0` follows none.
+    ///   - defaultTimeout: The deadline of an attempt whose request sets no timeout (60 s, as
+    ///     `URLSession`'s default).
+    /// - Throws: ``SetupError`` when the client follows redirects itself: it would forward
+    ///   credential headers to other origins and bypass ``maximumRedirects``.
+    public init(client: HTTPClient, maximumRedirects: Int = 10, defaultTimeout: Duration = .seconds(60))
+        throws(SetupError)
+    {
+        guard !Self.followsRedirects(client) else {
+            throw SetupError(
+                description: "This HTTPClient follows redirects itself, so Conveyor could not strip credentials on "
+                    + "cross-origin redirects or cap the chain. Create it with "
+                    + "`configuration: AsyncHTTPClientTransport.configuration()` or `redirectConfiguration: .disallow`.")
+        }
+        self.client = client
+        self.maximumRedirects = max(0, maximumRedirects)
+        self.defaultTimeout = defaultTimeout
+    }
+
+    /// An `HTTPClient` configuration for this transport: `base` with
+    /// - redirects left to the transport (`redirectConfiguration = .disallow`), which is required;
+    /// - a failed connection attempt reported at once instead of retried until the deadline
+    ///   (`connectionPool.retryConnectionEstablishment = false`): with AsyncHTTPClient's default,
+    ///   a refused connection takes the whole connect timeout (10 s) to fail. Retrying is
+    ///   `RetryBehavior`'s job in Conveyor, where it is visible, bounded and backed off.
+    /// - Parameter base: Your configuration (TLS, proxy, pool size, decompression…).
+    /// - Returns: `base` with those two settings.
+    public static func configuration(_ base: HTTPClient.Configuration = .init()) -> HTTPClient.Configuration {
+        var configuration = base
+        configuration.redirectConfiguration = .disallow
+        configuration.connectionPool.retryConnectionEstablishment = false
+        return configuration
+    }
+
+    /// Whether `client` follows redirects itself. AsyncHTTPClient keeps a client's configuration
+    /// and its redirect mode internal, so they are read by reflection. When they can't be found
+    /// (a later AsyncHTTPClient may rename them) this answers `false`, and ``send(_:)`` catches
+    /// a followed redirect in the response's history instead.
+    static func followsRedirects(_ client: HTTPClient) -> Bool {
+        guard let mode = Mirror(reflecting: client).descendant("configuration", "redirectConfiguration", "mode") else {
+            return false
+        }
+        return String(describing: mode) != "disallow"
+    }
+
+    /// `true`: a cancelled call ends promptly and its connection is closed.
+    public var honorsCancellation: Bool { true }
+
+    /// Sends one attempt, following redirects.
+    /// - Parameter request: The attempt, after every behavior ran.
+    /// - Returns: The final response, whatever its status; its ``HTTPResponse/request`` is
+    ///   `request`, as the pipeline sent it.
+    /// - Throws: ``NetworkError``.
+    public func send(_ request: Conveyor.HTTPRequest) async throws -> Conveyor.HTTPResponse {
+        let timeout = (request.timeout ?? defaultTimeout).clampedToTimeAmount
+        let deadline = NIODeadline.now() + timeout
+        var current = request
+        var redirects = 0
+        do {
+            while true {
+                let response = try await client.execute(Self.clientRequest(for: current), deadline: deadline)
+                guard response.history.count <= 1 else { throw Self.followedRedirectsError }
+                guard let target = Self.redirectTarget(of: response, from: current.url) else {
+                    return try await Self.collect(response, for: request)
+                }
+                // The 3xx's own body is not wanted; dropping it unread makes AsyncHTTPClient
+                // close that connection, so read a little to keep it reusable.
+                _ = try? await response.body.collect(upTo: 64 * 1024)
+                redirects += 1
+                guard redirects <= maximumRedirects else { throw NetworkError.tooManyRedirects }
+                current = Self.following(current, to: target, status: response.status.code)
+            }
+        } catch {
+            throw Self.networkError(for: error)
+        }
+    }
+
+    /// The client followed a redirect itself, which ``init(client:maximumRedirects:defaultTimeout:)``
+    /// could not detect.
+    static let followedRedirectsError = NetworkError.transportFailed(
+        SetupError(
+            description: "The HTTPClient followed a redirect itself; create it with "
+                + "`AsyncHTTPClientTransport.configuration()` or `redirectConfiguration: .disallow`."))
+
+    // MARK: - Requests
+
+    /// The AsyncHTTPClient request for an attempt: method, URL, every header field in order
+    /// (repeated names stay separate fields), and the body with its length.
+    static func clientRequest(for request: Conveyor.HTTPRequest) -> HTTPClientRequest {
+        var outgoing = HTTPClientRequest(url: request.url.absoluteString)
+        outgoing.method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
+        outgoing.headers.reserveCapacity(request.headers.count)
+        for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
+        if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
+        return outgoing
+    }
+
+    /// Where a redirect response points, or `nil` when it is not one to follow (not a redirect
+    /// status, no `Location`, or a target that is not `http`/`https`).
+    static func redirectTarget(of response: HTTPClientResponse, from url: URL) -> URL? {
+        guard [301, 302, 303, 307, 308].contains(response.status.code),
+            let location = response.headers.first(name: "Location"),
+            let target = URL(string: location, relativeTo: url)?.absoluteURL,
+            let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
+        else { return nil }
+        return target
+    }
+
+    /// The next hop of a redirect: the method and body the status calls for, and no credential
+    /// header when the target is another origin.
+    static func following(_ request: Conveyor.HTTPRequest, to target: URL, status: UInt) -> Conveyor.HTTPRequest {
+        var next = request
+        next.url = target
+        let becomesGET =
+            (status == 303 && request.method != .head) || ((status == 301 || status == 302) && request.method == .post)
+        if becomesGET {
+            next.method = .get
+            next.body = nil
+            for name in ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"] {
+                next.headers[name] = nil
+            }
+        }
+        if Origin(request.url) != Origin(target) || Origin(target) == nil {
+            for name in Set(request.headers.map(\.name)) where SensitiveHeaders.contains(name) {
+                next.headers[name] = nil
+            }
+        }
+        return next
+    }
+
+    // MARK: - Responses
+
+    /// Collects the body, stopping as soon as it passes the request's limit.
+    static func collect(_ response: HTTPClientResponse, for request: Conveyor.HTTPRequest) async throws
+        -> Conveyor.HTTPResponse
+    {
+        let limit = request.maxResponseSize
+        if let limit, let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
+            throw NetworkError.responseTooLarge(limit: limit)
+        }
+        var body = Data()
+        for try await chunk in response.body {
+            if let limit, body.count + chunk.readableBytes > limit { throw NetworkError.responseTooLarge(limit: limit) }
+            chunk.withUnsafeReadableBytes { body.append(contentsOf: $0) }
+        }
+        var headers = Conveyor.HTTPHeaders()
+        for (name, value) in response.headers { headers.add(name: name, value: value) }
+        return Conveyor.HTTPResponse(status: Int(response.status.code), headers: headers, body: body, request: request)
+    }
+
+    // MARK: - Errors
+
+    /// The ``NetworkError`` for what AsyncHTTPClient or SwiftNIO threw.
+    static func networkError(for error: any Error) -> NetworkError {
+        switch error {
+        case let error as NetworkError:
+            return error
+        case is CancellationError:
+            return .cancelled
+        case let error as HTTPClientError:
+            switch error {
+            case .cancelled: return .cancelled
+            case .deadlineExceeded, .readTimeout, .writeTimeout, .connectTimeout, .tlsHandshakeTimeout,
+                .getConnectionFromPoolTimeout, .socksHandshakeTimeout, .httpProxyHandshakeTimeout:
+                return .timedOut
+            case .remoteConnectionClosed:
+                return .connectionFailed(error)
+            case .invalidURL, .emptyHost, .emptyScheme:
+                return .invalidRequest("AsyncHTTPClient cannot send to this URL")
+            default:
+                return error.isUnsupportedScheme
+                    ? .invalidRequest("AsyncHTTPClient cannot send to this URL") : .transportFailed(error)
+            }
+        case is NIOConnectionError, is IOError, is ChannelError:
+            return .connectionFailed(error)
+        default:
+            return Task.isCancelled ? .cancelled : .transportFailed(error)
+        }
+    }
+}
+
+extension HTTPClientError {
+    /// Whether this is AsyncHTTPClient's "unsupported scheme" error, whatever the scheme.
+    fileprivate var isUnsupportedScheme: Bool { String(describing: self).contains("unsupportedScheme") }
+}
+
+extension Duration {
+    /// The duration as a SwiftNIO `TimeAmount`, clamped to `0…(about 290 years)` so that a huge or
+    /// negative timeout never overflows.
+    fileprivate var clampedToTimeAmount: TimeAmount {
+        let (seconds, attoseconds) = components
+        guard seconds >= 0 else { return .zero }
+        guard seconds < Int64.max / 1_000_000_000 - 1 else { return .nanoseconds(Int64.max / 2) }
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

@@ -1,0 +1,217 @@
+import AsyncHTTPClient
+import Conveyor
+import ConveyorAsyncHTTPClient
+import Foundation
+import IntegrationsTestSupport
+import Testing
+
+/// One `HTTPClient` for the whole suite, shut down by nobody: the process ends with the tests.
+/// (A client per test would cost an event-loop group's threads each.)
+let sharedHTTPClient = HTTPClient(
+    eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
+
+func ahcClient(
+    _ server: LocalServer, timeout: Duration? = nil, maximumRedirects: Int = 10, maxResponseSize: Int? = 64 << 20,
+    @RequestBehaviorBuilder behaviors: () -> [any RequestBehavior] = { [] }
+) throws -> NetworkClient {
+    NetworkClient(
+        baseURL: server.baseURL,
+        transport: try AsyncHTTPClientTransport(client: sharedHTTPClient, maximumRedirects: maximumRedirects),
+        configuration: .init(timeout: timeout, maxResponseSize: maxResponseSize), behaviors: behaviors)
+}
+
+struct Echo: Decodable, Sendable {
+    let method: String
+    let path: String
+    let headers: [String: String]
+    let body: String
+}
+
+/// Signals when a request is about to be sent.
+struct SignalBeforeSend: RequestBehavior {
+    let signal: AsyncStream<Void>.Continuation
+    func beforeSend(_ request: HTTPRequest, context: RequestContext) async { signal.yield() }
+}
+
+@Suite struct AsyncHTTPClientTransportTests {
+    @Test func aClientThatFollowsRedirectsItselfIsRefusedWithTheFix() throws {
+        let following = HTTPClient(eventLoopGroupProvider: .singleton)  // follows redirects by default
+        defer { try? following.syncShutdown() }
+        do {
+            _ = try AsyncHTTPClientTransport(client: following)
+            Issue.record("expected a SetupError")
+        } catch {
+            #expect(error.description.contains("redirectConfiguration: .disallow"))
+        }
+        #expect(throws: Never.self) { try AsyncHTTPClientTransport(client: sharedHTTPClient) }
+    }
+
+    @Test func methodsHeadersAndBodiesRoundTrip() async throws {
+        try await LocalServer.withServer { server in
+            let client = try ahcClient(server)
+            var request = Request<Echo>(method: .put, path: "/echo", body: .data(Data("häy".utf8), contentType: "text/plain"))
+            request.headers.add(name: "X-Twice", value: "a")
+            request.headers.add(name: "X-Twice", value: "b")
+            let echo = try await client.send(request)
+            #expect(echo.method == "PUT")
+            #expect(echo.body == "häy")
+            #expect(echo.headers["x-twice"] == "a, b")
+            #expect(echo.headers["content-type"] == "text/plain")
+
+            let response = try await client.send(Request<HTTPResponse>(path: "/text"))
+            #expect(String(decoding: response.body, as: UTF8.self) == "héllo wörld")
+            #expect(response.headers["content-type"] == "text/plain; charset=utf-8")
+            let bytes = try await client.send(Request<Data>(path: "/bytes", query: ["count": 300_000]))
+            #expect(bytes == Data((0..<300_000).map { UInt8($0 % 256) }))
+        }
+    }
+
+    @Test func statusesComeBackAsTheClientsErrors() async throws {
+        try await LocalServer.withServer { server in
+            let client = try ahcClient(server)
+            await #expect(throws: NetworkError.notFound(HTTPResponse(status: 404, request: .init(url: server.baseURL)))) {
+                try await client.send(Request<Void>(path: "/status/404"))
+            }
+            let empty = try await client.send(Request<HTTPResponse>(path: "/empty"))
+            #expect(empty.status == 204 && empty.body.isEmpty)
+        }
+    }
+
+    @Test func aSubSecondTimeoutEndsASlowRequest() async throws {
+        try await LocalServer.withServer { server in
+            let client = try ahcClient(server, timeout: .milliseconds(300))
+            let start = ContinuousClock.now
+            await #expect(throws: NetworkError.timedOut) {
+                try await client.send(Request<Void>(path: "/slow", query: ["seconds": 30]))
+            }
+            let elapsed = ContinuousClock.now - start
+            // Fired at the timeout, long before the server's 30 s answer (room for a loaded machine).
+            #expect(elapsed >= .milliseconds(300) && elapsed < .seconds(15), "took \(elapsed)")
+        }
+    }
+
+    @Test func theTransportsOwnDeadlineEndsAnAttemptWithoutAClientTimeout() async throws {
+        try await LocalServer.withServer { server in
+            let transport = try AsyncHTTPClientTransport(client: sharedHTTPClient, defaultTimeout: .milliseconds(300))
+            let request = HTTPRequest(url: server.url("/fault/stall"))
+            await #expect(throws: NetworkError.timedOut) { try await transport.send(request) }
+        }
+    }
+
+    @Test func cancellingEndsTheCallAtOnce() async throws {
+        try await LocalServer.withServer { server in
+            let (sent, signal) = AsyncStream<Void>.makeStream()
+            let client = try ahcClient(server) { SignalBeforeSend(signal: signal) }
+            let task = Task { try await client.send(Request<Void>(path: "/slow", query: ["seconds": 30])) }
+            for await _ in sent { break }
+            let start = ContinuousClock.now
+            task.cancel()
+            let result = await task.result
+            #expect(ContinuousClock.now - start < .seconds(10))
+            #expect(throws: NetworkError.cancelled) { try result.get() }
+        }
+    }
+
+    @Test func aGigabyteBodyStopsAtTheLimit() async throws {
+        try await LocalServer.withServer { server in
+            let client = try ahcClient(server, maxResponseSize: 8 << 20)
+            await #expect(throws: NetworkError.responseTooLarge(limit: 8 << 20)) {
+                try await client.send(Request<Data>(path: "/stream"))
+            }
+        }
+    }
+
+    @Test func aConnectionRefusedIsAConnectionFailure() async throws {
+        let server = try await LocalServer.start()
+        let url = server.baseURL
+        await server.stopAndWait()
+        let transport = try AsyncHTTPClientTransport(client: sharedHTTPClient, defaultTimeout: .seconds(20))
+        let start = ContinuousClock.now
+        do {
+            _ = try await transport.send(HTTPRequest(url: url.appendingPathComponent("echo")))
+            Issue.record("expected an error")
+        } catch let error as NetworkError {
+            guard case .connectionFailed = error else {
+                Issue.record("expected connectionFailed, got \(error) after \(ContinuousClock.now - start)")
+                return
+            }
+        }
+        // At once, not after AsyncHTTPClient's connect timeout (10 s) of retried attempts.
+        #expect(ContinuousClock.now - start < .seconds(5))
+    }
+
+    @Test func serverFaultsAreErrorsNotTruncatedSuccesses() async throws {
+        try await LocalServer.withServer { server in
+            let transport = try AsyncHTTPClientTransport(client: sharedHTTPClient, defaultTimeout: .seconds(20))
+            for fault in ["truncated", "midheaders", "garbage"] {
+                do {
+                    let response = try await transport.send(HTTPRequest(url: server.url("/fault/\(fault)")))
+                    Issue.record("\(fault): expected an error, got \(response)")
+                } catch let error as NetworkError {
+                    switch error {
+                    case .connectionFailed, .transportFailed: break
+                    default: Issue.record("\(fault): unexpected \(error)")
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func redirectsAreCappedAndCrossOriginOnesLoseEveryCredential() async throws {
+        SensitiveHeaders.add(["X-Integrations-Secret"])
+        try await LocalServer.withServer { server in
+            try await LocalServer.withServer { other in
+                let client = try ahcClient(server, maximumRedirects: 3)
+                await #expect(throws: NetworkError.tooManyRedirects) { try await client.send(Request<Void>(path: "/loop")) }
+
+                var request = Request<Echo>(path: "/redirect", query: ["to": other.url("/echo").absoluteString, "status": 307])
+                request.method = .post
+                request.body = .data(Data("kept".utf8), contentType: "text/plain")
+                for (name, value) in [
+                    ("Authorization", "Bearer tok-3f9a-SECRET"), ("Cookie", "cookie-77-SECRET"),
+                    ("X-API-Key", "apikey-SECRET"), ("X-Integrations-Secret", "real-SECRET"), ("X-Plain", "visible"),
+                ] {
+                    request.headers[name] = value
+                }
+                let crossOrigin = try await client.send(request)
+                #expect(crossOrigin.method == "POST" && crossOrigin.body == "kept")
+                #expect(crossOrigin.headers["x-plain"] == "visible")
+                for name in ["authorization", "cookie", "x-api-key", "x-integrations-secret"] {
+                    #expect(crossOrigin.headers[name] == nil, "\(name) reached another origin")
+                }
+
+                request.query = ["to": "/echo", "status": 303]
+                let sameOrigin = try await client.send(request)
+                #expect(sameOrigin.method == "GET" && sameOrigin.body.isEmpty)
+                #expect(sameOrigin.headers["authorization"] == "Bearer tok-3f9a-SECRET")
+            }
+        }
+    }
+
+    @Test func aCancellationStormFinishesEveryRequest() async throws {
+        let watchdog = Watchdog(seconds: 240, "the AsyncHTTPClient cancellation storm")
+        defer { watchdog.disarm() }
+        try await LocalServer.withServer { server in
+            let client = try ahcClient(server, timeout: .seconds(60))
+            var generator = SplitMix64(state: 0x5EED)
+            let outcomes = await withTaskGroup(of: String.self) { group in
+                for index in 0..<300 {
+                    let delay = Int(generator.next() % 300)
+                    group.addTask {
+                        let task = Task { try await client.send(Request<Data>(path: "/slow", query: ["seconds": 0.1 * Double(index % 3)])) }
+                        try? await Task.sleep(for: .milliseconds(delay))
+                        task.cancel()
+                        switch await task.result {
+                        case .success: return "success"
+                        case .failure(NetworkError.cancelled): return "cancelled"
+                        case .failure(let error): return "unexpected \(error)"
+                        }
+                    }
+                }
+                return await group.reduce(into: [String]()) { $0.append($1) }
+            }
+            #expect(outcomes.count == 300)
+            #expect(outcomes.allSatisfy { $0 == "success" || $0 == "cancelled" }, "\(Set(outcomes))")
+        }
+    }
+}
