@@ -1,0 +1,100 @@
+import AsyncHTTPClient
+import Conveyor
+import ConveyorAsyncHTTPClient
+import ConveyorLogging
+import ConveyorMetrics
+import ConveyorTracing
+import Foundation
+import Logging
+import Testing
+import Tracing
+
+// Every Swift block of Docs/Integrations.md marked "compiled by its DocExamplesTests" is copied
+// below, as written, into a function that the compiler checks (the functions are never run: they
+// would contact api.example.com). The test checks that the copies and the document agree, so an
+// example that stops compiling, or a document edited without its copy, fails the suite.
+
+struct Movie: Decodable, Sendable {
+    let id: Int
+    let title: String
+}
+
+enum DocExamples {
+    static func asyncHTTPClientTransport() async throws {
+        let http = HTTPClient(
+            eventLoopGroupProvider: .singleton,
+            configuration: AsyncHTTPClientTransport.configuration())
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.example.com")!,
+            transport: try AsyncHTTPClientTransport(client: http)
+        ) {
+            RetryBehavior()
+        }
+        let movies: [Movie] = try await client.get("/movies")
+        // After the last request, at shutdown:
+        try await http.shutdown()
+        _ = movies
+    }
+
+    static func swiftLogSink() {
+        var logger = Logger(label: "com.example.api")
+        logger.logLevel = .info
+        let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
+            LoggingBehavior(sink: SwiftLogSink(logger: logger, metadata: ["component": "api-client"]))
+        }
+        _ = client
+    }
+
+    static func metricsBehavior() {
+        let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
+            MetricsBehavior()     // first, so it sees the outcome the caller sees
+            RetryBehavior()
+        }
+        _ = client
+    }
+
+    static func tracingBehavior() async throws {
+        let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
+            TracingBehavior()     // InstrumentationSystem.tracer, bootstrapped by your app
+        }
+        try await withSpan("load dashboard") { _ in
+            let movies: [Movie] = try await client.get("/movies")
+            print(movies.count)
+        }
+    }
+}
+
+@Suite struct DocExamplesTests {
+    static let marker = "compiled by its DocExamplesTests"
+
+    /// The blocks of `document` marked with ``marker``, each as its lines without indentation.
+    static func markedBlocks(of document: String) -> [[String]] {
+        var blocks: [[String]] = []
+        var lines = document.split(separator: "\n", omittingEmptySubsequences: false).makeIterator()
+        while let line = lines.next() {
+            guard line.contains(marker), lines.next()?.hasPrefix("```swift") == true else { continue }
+            var block: [String] = []
+            while let inner = lines.next(), !inner.hasPrefix("```") { block.append(inner.trimmingCharacters(in: .whitespaces)) }
+            blocks.append(block)
+        }
+        return blocks
+    }
+
+    @Test func everyExampleOfTheGuideIsCompiledHere() throws {
+        let here = URL(fileURLWithPath: #filePath)
+        let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let guide = try String(contentsOf: root.appendingPathComponent("Docs/Integrations.md"), encoding: .utf8)
+        let compiled = try String(contentsOf: here, encoding: .utf8)
+            .split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+        let blocks = Self.markedBlocks(of: guide)
+        #expect(blocks.count == 4)
+        for block in blocks {
+            let found = compiled.indices.contains { start in
+                start + block.count <= compiled.count && Array(compiled[start..<start + block.count]) == block
+            }
+            #expect(found, "this example of Docs/Integrations.md is not compiled in DocExamplesTests.swift:\n\(block.joined(separator: "\n"))")
+        }
+    }
+}
