@@ -47,7 +47,7 @@ enum DocExamples {
 
     static func metricsBehavior() {
         let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
-            MetricsBehavior()     // first, so it sees the outcome the caller sees
+            SwiftMetricsBehavior()     // first, so it sees the outcome the caller sees
             RetryBehavior()
         }
         _ = client

@@ -8,7 +8,7 @@ public import CoreMetrics
 /// import ConveyorMetrics
 ///
 /// let client = NetworkClient(baseURL: api) {
-///     MetricsBehavior()                   // MetricsSystem's factory, bootstrapped by your app
+///     SwiftMetricsBehavior()                   // MetricsSystem's factory, bootstrapped by your app
 /// }
 /// ```
 ///
@@ -25,7 +25,7 @@ public import CoreMetrics
 /// duration runs from `beforeSend` (the first attempt is ready) to the outcome, so it includes
 /// retries and backoff waits. Place the behavior first in the chain to see the outcome the caller
 /// sees.
-public struct MetricsBehavior: RequestBehavior {
+public struct SwiftMetricsBehavior: RequestBehavior {
     /// The name used by opt-out and in errors.
     public let name: String
     /// Where metrics go.
@@ -37,12 +37,12 @@ public struct MetricsBehavior: RequestBehavior {
     /// - Parameters:
     ///   - factory: Where metrics go; `MetricsSystem.factory` (what your app bootstrapped) by default.
     ///   - clock: The clock durations are measured on; inject a manual one in tests.
-    ///   - name: The behavior's name, for opt-out; `"MetricsBehavior"` by default.
+    ///   - name: The behavior's name, for opt-out; `"SwiftMetricsBehavior"` by default.
     public init<C: Clock>(
         factory: any MetricsFactory = MetricsSystem.factory, clock: C = ContinuousClock(), name: String? = nil
     ) where C.Duration == Duration {
         self.factory = factory
-        self.name = name ?? "MetricsBehavior"
+        self.name = name ?? "SwiftMetricsBehavior"
         self.startStopwatch = {
             let start = clock.now
             return Stopwatch { start.duration(to: clock.now) }

@@ -17,7 +17,7 @@ import Testing
             clock.advance(by: .milliseconds(250))  // the exchange takes 250 ms on the injected clock
             return .text("ok")
         })
-        let client = NetworkClient(baseURL: api, transport: mock) { MetricsBehavior(factory: metrics, clock: clock) }
+        let client = NetworkClient(baseURL: api, transport: mock) { SwiftMetricsBehavior(factory: metrics, clock: clock) }
         _ = try await client.send(Request<String>(method: .post, path: "/movies"))
 
         let dimensions = [
@@ -33,7 +33,7 @@ import Testing
         let metrics = TestMetrics()
         let mock = MockTransport(baseURL: api)
         mock.enqueue(.status(404), .failure(URLError(.timedOut)))
-        let client = NetworkClient(baseURL: api, transport: mock) { MetricsBehavior(factory: metrics) }
+        let client = NetworkClient(baseURL: api, transport: mock) { SwiftMetricsBehavior(factory: metrics) }
         _ = try? await client.send(Request<Void>(path: "/missing"))
         _ = try? await client.send(Request<Void>(path: "/slow"))
 
@@ -53,7 +53,7 @@ import Testing
         let client = NetworkClient(
             baseURL: api, transport: mock, configuration: .init(clock: ImmediateClock())
         ) {
-            MetricsBehavior(factory: metrics)
+            SwiftMetricsBehavior(factory: metrics)
             RetryBehavior(.exponentialBackoff(maxAttempts: 3))
         }
         _ = try await client.send(Request<String>(path: "/flaky"))
