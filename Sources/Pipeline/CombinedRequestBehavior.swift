@@ -119,6 +119,13 @@ public struct CombinedRequestBehavior: RequestBehavior {
         await plan().runBeforeSend(request, context: context)
     }
 
+    /// Runs the members' `intercept`, first outermost, around `next`.
+    public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext)
+        async throws -> HTTPResponse
+    {
+        try await plan().runIntercept(request, context: context, innermost: next)
+    }
+
     /// Runs members' `validate` last to first; the first to throw fails the attempt.
     public func validate(_ response: HTTPResponse, context: RequestContext) async throws {
         try await plan().runValidate(response, context: context)

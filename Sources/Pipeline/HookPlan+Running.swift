@@ -46,6 +46,25 @@ extension HookPlan {
         for behavior in beforeSend { await behavior.beforeSend(request, context: context) }
     }
 
+    /// Runs the attempt through members' `intercept`, the first outermost, with `innermost` (the
+    /// transport) inside the last. A member that throws something other than a ``NetworkError``
+    /// fails the attempt with ``NetworkError/behaviorFailed(behavior:hook:underlying:)``; a
+    /// ``NetworkError`` (its own, or one `next` threw) passes through as it is.
+    package func runIntercept(
+        _ request: HTTPRequest, context: RequestContext, from index: Int = 0, innermost: @escaping InterceptNext
+    ) async throws(NetworkError) -> HTTPResponse {
+        guard index < intercept.count else { return try await innermost(request) }
+        let behavior = intercept[index]
+        let next: InterceptNext = { request throws(NetworkError) in
+            try await self.runIntercept(request, context: context, from: index + 1, innermost: innermost)
+        }
+        do {
+            return try await behavior.intercept(request, context: context, next: next)
+        } catch {
+            throw NetworkError(hookError: error, behavior: behavior, hook: .intercept)
+        }
+    }
+
     /// Runs members' `validate` last to first; the first to throw fails the attempt.
     @inline(__always)
     package func runValidate(_ response: HTTPResponse, context: RequestContext, step: (any StepSignal)? = nil)

@@ -11,7 +11,7 @@ package enum DefaultHooks {
     private static let state = Locked<(version: Int, masks: [ObjectIdentifier: UInt8])>((0, [:]))
 
     /// Every hook's bit.
-    static let allHooks: UInt8 = 127
+    static let allHooks: UInt8 = 255
 
     /// Records that `type` uses the default for `hook`.
     package static func record(_ type: Any.Type, _ hook: RequestHook) {
@@ -73,6 +73,7 @@ extension RequestHook {
         case .retryDecision: 16
         case .afterSuccess: 32
         case .afterFailure: 64
+        case .intercept: 128
         }
     }
 }
@@ -84,6 +85,8 @@ package final class HookPlan: Sendable {
     let additionalHeaders: [any RequestBehavior]
     let modify: [any RequestBehavior]
     let beforeSend: [any RequestBehavior]
+    /// First to last: the first is outermost, nearest the caller; the last is next to the transport.
+    let intercept: [any RequestBehavior]
     /// Last to first.
     let validate: [any RequestBehavior]
     let retryDecision: [any RequestBehavior]
@@ -114,6 +117,7 @@ package final class HookPlan: Sendable {
         additionalHeaders = forward(base.additionalHeaders, .additionalHeaders)
         modify = forward(base.modify, .modify)
         beforeSend = forward(base.beforeSend, .beforeSend)
+        intercept = forward(base.intercept, .intercept)
         validate = backward(base.validate, .validate)
         retryDecision = forward(base.retryDecision, .retryDecision)
         afterSuccess = backward(base.afterSuccess, .afterSuccess)
@@ -126,6 +130,7 @@ package final class HookPlan: Sendable {
         additionalHeaders = base.additionalHeaders.filter(keep)
         modify = base.modify.filter(keep)
         beforeSend = base.beforeSend.filter(keep)
+        intercept = base.intercept.filter(keep)
         validate = base.validate.filter(keep)
         retryDecision = base.retryDecision.filter(keep)
         afterSuccess = base.afterSuccess.filter(keep)
@@ -140,6 +145,7 @@ package final class HookPlan: Sendable {
         additionalHeaders = members(.additionalHeaders)
         modify = members(.modify)
         beforeSend = members(.beforeSend)
+        intercept = members(.intercept)
         validate = members(.validate).reversed()
         retryDecision = members(.retryDecision)
         afterSuccess = members(.afterSuccess).reversed()

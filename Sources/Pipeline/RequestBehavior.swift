@@ -10,11 +10,12 @@
 /// (`additionalHeaders`, `modify`,
 /// `beforeSend`) run first to last; response-side hooks
 /// (`validate`, `afterSuccess`,
-/// `afterFailure`) run last to first, so the first behavior is outermost.
+/// `afterFailure`) run last to first, so the first behavior is outermost. `intercept` nests the
+/// same way: the first behavior's is outermost, the last one's calls the transport.
 /// `retryDecision` asks first to last; the first `.retry` wins.
 ///
 /// ### Attempts and requests
-/// `additionalHeaders`, `modify`, `validate` and `retryDecision` run for **every attempt**
+/// `additionalHeaders`, `modify`, `intercept`, `validate` and `retryDecision` run for **every attempt**
 /// (a retried request gets a fresh token). `beforeSend` runs **once per logical request**, after
 /// the first attempt is prepared, and then exactly one of `afterSuccess` / `afterFailure` runs,
 /// after all attempts and backoff waits — also on cancellation or when another behavior throws.
@@ -34,6 +35,10 @@
 ///     }
 /// }
 /// ```
+/// Sends a request through the rest of the chain's ``RequestBehavior/intercept(_:context:next:)``
+/// members and the transport: the `next` a behavior's `intercept` is given.
+public typealias InterceptNext = @Sendable (HTTPRequest) async throws(NetworkError) -> HTTPResponse
+
 public protocol RequestBehavior: Sendable {
     /// The name used in errors and logs and by ``RequestBehavior`` opt-out by name.
     /// Defaults to the type's name.
@@ -61,6 +66,37 @@ public protocol RequestBehavior: Sendable {
     ///   - request: The first attempt, as it will be sent.
     ///   - context: The request's context.
     func beforeSend(_ request: HTTPRequest, context: RequestContext) async
+
+    /// Stands between an attempt and the transport: answer it yourself (a cache hit, a stub, a
+    /// result shared with an identical request in flight), change the request on its way, or call
+    /// `next` and see, replace or store the transport's response. Runs for every attempt, after
+    /// `beforeSend` and before the response is judged. Members nest: the first behavior is
+    /// outermost, the last calls the transport.
+    ///
+    /// What it returns is judged as if the transport had answered: the size limit, the acceptable
+    /// statuses, then `validate`, `retryDecision` and exactly one `afterSuccess`/`afterFailure`,
+    /// as for any response. Calling `next` more than once sends more than once (each call is one
+    /// transport exchange); not calling it sends nothing.
+    ///
+    /// ```swift
+    /// func intercept(_ request: HTTPRequest, context: RequestContext, next: InterceptNext) async throws -> HTTPResponse {
+    ///     if let hit = cache[request.url] { return hit }
+    ///     let response = try await next(request)
+    ///     cache[request.url] = response
+    ///     return response
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - request: The attempt, prepared by every `additionalHeaders` and `modify`.
+    ///   - context: The request's context.
+    ///   - next: Sends a request through the rest of the chain and the transport; it returns the
+    ///     transport's response whatever its status, or throws the ``NetworkError`` the transport's
+    ///     failure maps to. It may be called from another task (to share one call between requests).
+    /// - Returns: The attempt's response.
+    /// - Throws: A ``NetworkError`` (one `next` threw, say) passes through as it is; any other error
+    ///   fails the attempt with ``NetworkError/behaviorFailed(behavior:hook:underlying:)``.
+    func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
 
     /// Judges a response whose status was acceptable; throw to fail this attempt (it then goes
     /// through `retryDecision`). Runs for every attempt, last to first.
@@ -108,6 +144,13 @@ extension RequestBehavior {
     /// Does nothing.
     public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
         DefaultHooks.record(Self.self, .beforeSend)
+    }
+    /// Calls `next`: the attempt goes to the transport.
+    public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext)
+        async throws -> HTTPResponse
+    {
+        DefaultHooks.record(Self.self, .intercept)
+        return try await next(request)
     }
     /// Accepts every response.
     public func validate(_ response: HTTPResponse, context: RequestContext) async throws {

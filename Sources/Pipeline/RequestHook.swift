@@ -6,6 +6,8 @@ public enum RequestHook: String, Sendable, Hashable, CaseIterable, CustomStringC
     case modify
     /// ``RequestBehavior/beforeSend(_:context:)``
     case beforeSend
+    /// ``RequestBehavior/intercept(_:context:next:)``
+    case intercept
     /// ``RequestBehavior/validate(_:context:)``
     case validate
     /// ``RequestBehavior/retryDecision(after:response:context:)``

@@ -94,7 +94,7 @@ package struct RequestRunner: Sendable {
                             throw error
                         }
                     } else {
-                        received = try await sendDirectly(prepared)
+                        received = try await sendDirectly(prepared, plan: plan, context: context, step: nil)
                         if !plan.validate.isEmpty {
                             do throws(NetworkError) {
                                 try await plan.runValidate(received, context: context)
@@ -276,7 +276,7 @@ package struct RequestRunner: Sendable {
         if !step.checkpoint() { return .failed(.cancelled, nil) }
         let received: HTTPResponse
         do throws(NetworkError) {
-            received = try await sendDirectly(prepared)
+            received = try await sendDirectly(prepared, plan: plan, context: context, step: step)
         } catch {
             return .failed(error, nil)
         }
@@ -290,16 +290,22 @@ package struct RequestRunner: Sendable {
         return .received(received)
     }
 
-    /// Calls the transport and judges what it returned: the body's size, then the status.
+    /// Sends an attempt through the chain's `intercept` members (if any) and the transport, and
+    /// judges the response: the status.
     @inline(__always)
-    func sendDirectly(_ prepared: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
+    func sendDirectly(_ prepared: HTTPRequest, plan: HookPlan, context: RequestContext, step: (any StepSignal)?)
+        async throws(NetworkError) -> HTTPResponse
+    {
         let received: HTTPResponse
-        do {
-            received = try await transport.send(prepared)
-        } catch {
-            throw NetworkError(transportError: error)
+        if plan.intercept.isEmpty {
+            received = try await transportSend(prepared)
+        } else {
+            received = try await plan.runIntercept(prepared, context: context) { request throws(NetworkError) in
+                // An abandoned step never reaches the transport, whichever member calls `next`.
+                if let step, step.isAbandoned { throw .cancelled }
+                return try await self.transportSend(request)
+            }
         }
-        if let limit = prepared.maxResponseSize, received.body.count > limit { throw .responseTooLarge(limit: limit) }
         guard acceptableStatusCodes.contains(received.status) else {
             switch received.status {
             case 401: throw .unauthorized(received)
@@ -307,6 +313,19 @@ package struct RequestRunner: Sendable {
             default: throw .unacceptableStatus(received)
             }
         }
+        return received
+    }
+
+    /// Calls the transport and checks the body's size.
+    @inline(__always)
+    func transportSend(_ request: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
+        let received: HTTPResponse
+        do {
+            received = try await transport.send(request)
+        } catch {
+            throw NetworkError(transportError: error)
+        }
+        if let limit = request.maxResponseSize, received.body.count > limit { throw .responseTooLarge(limit: limit) }
         return received
     }
 
