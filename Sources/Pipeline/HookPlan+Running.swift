@@ -50,13 +50,18 @@ extension HookPlan {
     /// transport) inside the last. A member that throws something other than a ``NetworkError``
     /// fails the attempt with ``NetworkError/behaviorFailed(behavior:hook:underlying:)``; a
     /// ``NetworkError`` (its own, or one `next` threw) passes through as it is.
+    ///
+    /// Once `step` is abandoned, a member that goes on and calls `next` reaches neither the next
+    /// member nor the transport: it gets ``NetworkError/cancelled``.
     package func runIntercept(
-        _ request: HTTPRequest, context: RequestContext, from index: Int = 0, innermost: @escaping InterceptNext
+        _ request: HTTPRequest, context: RequestContext, step: (any StepSignal)? = nil, from index: Int = 0,
+        innermost: @escaping InterceptNext
     ) async throws(NetworkError) -> HTTPResponse {
+        if let step, step.isAbandoned { throw .cancelled }
         guard index < intercept.count else { return try await innermost(request) }
         let behavior = intercept[index]
         let next: InterceptNext = { request throws(NetworkError) in
-            try await self.runIntercept(request, context: context, from: index + 1, innermost: innermost)
+            try await self.runIntercept(request, context: context, step: step, from: index + 1, innermost: innermost)
         }
         do {
             return try await behavior.intercept(request, context: context, next: next)

@@ -300,10 +300,10 @@ package struct RequestRunner: Sendable {
         if plan.intercept.isEmpty {
             received = try await transportSend(prepared)
         } else {
-            received = try await plan.runIntercept(prepared, context: context) { request throws(NetworkError) in
-                // An abandoned step never reaches the transport, whichever member calls `next`.
-                if let step, step.isAbandoned { throw .cancelled }
-                return try await self.transportSend(request)
+            // An abandoned step reaches no further member and never the transport, whichever
+            // member calls `next`.
+            received = try await plan.runIntercept(prepared, context: context, step: step) {
+                request throws(NetworkError) in try await self.transportSend(request)
             }
         }
         guard acceptableStatusCodes.contains(received.status) else {

@@ -9,9 +9,9 @@ import Testing
 // are checked on the real trace too.
 //
 // A scenario draws:
-// - a chain of 0–12 behaviors of five kinds: every hook, headers only, observer (beforeSend and
-//   the outcome hooks), judge (validate and retryDecision) and none at all, so the chain's
-//   skipping of learned no-op defaults is exercised;
+// - a chain of 0–12 behaviors of six kinds: every hook, headers only, observer (beforeSend and
+//   the outcome hooks), judge (validate and retryDecision), interceptor (intercept only) and none
+//   at all, so the chain's skipping of learned no-op defaults is exercised;
 // - which behaviors are the client's and which the request's own, and client behaviors the
 //   request leaves out by name;
 // - a per-attempt timeout (or none), and a transport that says it honors cancellation (called
@@ -21,7 +21,9 @@ import Testing
 // - per attempt, the transport: any status, any transport error, hang until cancelled, or with
 //   a timeout hang until the deadline (cooperatively or not);
 // - retry decisions (delays, or a decision that hangs until the deadline, as a stuck token
-//   refresh does) and attempt limits.
+//   refresh does) and attempt limits;
+// - per interceptor and attempt: pass the attempt on, answer it (any status) without the
+//   transport, throw before or after `next`, replace the transport's status, or hang.
 //
 // Replay one scenario: CONVEYOR_FUZZ_SEED=<seed> CONVEYOR_FUZZ_COUNT=1 swift test --filter Randomized
 
@@ -33,6 +35,24 @@ enum HookAction: Hashable, Sendable {
     case hangIgnoringCancellation
 }
 
+/// How the model's attempt failed: the error's name.
+struct Ending: Error { let name: String }
+
+/// What an `intercept` does in one attempt.
+enum InterceptAction: Hashable, Sendable {
+    case pass, suspend
+    /// Throws before calling `next`.
+    case throwBefore
+    /// Answers with this status; `next` is not called.
+    case answer(Int)
+    /// Calls `next`, then throws (or rethrows what `next` threw).
+    case throwAfter
+    /// Calls `next` and replaces the status of its response.
+    case replace(Int)
+    /// Fires the attempt's deadline, then waits (only with a timeout); calls `next` if it ever resumes.
+    case hang, hangIgnoringCancellation
+}
+
 enum TransportAction: Hashable, Sendable {
     case respond(Int)
     case fail(URLError.Code)
@@ -42,7 +62,7 @@ enum TransportAction: Hashable, Sendable {
 
 /// Which hooks a behavior type implements; the others are the protocol's no-op defaults.
 enum BehaviorKind: CaseIterable, Sendable {
-    case full, headersOnly, observer, judge, silent
+    case full, headersOnly, observer, judge, interceptor, silent
 
     func implements(_ hook: RequestHook) -> Bool {
         switch self {
@@ -50,6 +70,7 @@ enum BehaviorKind: CaseIterable, Sendable {
         case .headersOnly: hook == .additionalHeaders
         case .observer: [.beforeSend, .afterSuccess, .afterFailure].contains(hook)
         case .judge: hook == .validate || hook == .retryDecision
+        case .interceptor: hook == .intercept
         case .silent: false
         }
     }
@@ -74,8 +95,10 @@ struct Scenario: Sendable, CustomStringConvertible {
     /// Retry decisions that hang (with a timeout only); `true` = ignoring cancellation.
     let hangingDecisions: [RetryKey: Bool]
     /// Transport action per call (the n-th call to the transport; an attempt that fails while
-    /// being prepared makes no call).
+    /// being prepared, or that an interceptor answers, makes no call).
     let transport: [Int: TransportAction]
+    /// Intercept action per (behavior, attempt); missing = pass.
+    let intercepts: [RetryKey: InterceptAction]
 
     struct HookKey: Hashable, Sendable { let behavior: Int; let hook: RequestHook; let attempt: Int }
     struct RetryKey: Hashable, Sendable { let behavior: Int; let attempt: Int }
@@ -111,11 +134,12 @@ struct Scenario: Sendable, CustomStringConvertible {
         var retries: [RetryKey: Int] = [:]
         var hanging: [RetryKey: Bool] = [:]
         var transport: [Int: TransportAction] = [:]
+        var intercepts: [RetryKey: InterceptAction] = [:]
         let statuses = [200, 201, 204, 301, 400, 401, 404, 408, 429, 500, 503]
         let errors: [URLError.Code] = [.timedOut, .networkConnectionLost, .notConnectedToInternet, .badServerResponse, .cancelled]
         for attempt in 1...attemptLimit {
             for behavior in 0..<count {
-                for hook in RequestHook.allCases where hook != .retryDecision {
+                for hook in RequestHook.allCases where hook != .retryDecision && hook != .intercept {
                     let roll = Int.random(in: 0..<1000, using: &rng)
                     let canThrow = [.additionalHeaders, .modify, .validate].contains(hook)
                     let canCancel = ![.afterSuccess, .afterFailure].contains(hook)
@@ -133,6 +157,20 @@ struct Scenario: Sendable, CustomStringConvertible {
                     if action != .pass { hooks[HookKey(behavior: behavior, hook: hook, attempt: attempt)] = action }
                 }
                 let key = RetryKey(behavior: behavior, attempt: attempt)
+                let interceptRoll = Int.random(in: 0..<1000, using: &rng)
+                let status = statuses.randomElement(using: &rng) ?? 200
+                let intercept: InterceptAction =
+                    switch interceptRoll {
+                    case 0..<80: .throwBefore
+                    case 80..<200: .answer(status)
+                    case 200..<260: .throwAfter
+                    case 260..<360: .replace(status)
+                    case 360..<400 where hasTimeout: .hang
+                    case 400..<440 where hasTimeout: .hangIgnoringCancellation
+                    case 440..<540: .suspend
+                    default: .pass
+                    }
+                if intercept != .pass { intercepts[key] = intercept }
                 let roll = Int.random(in: 0..<100, using: &rng)
                 if roll < 25 {
                     retries[key] = [0, 0, 5, 1000].randomElement(using: &rng)
@@ -153,6 +191,7 @@ struct Scenario: Sendable, CustomStringConvertible {
         self.retries = retries
         self.hangingDecisions = hanging
         self.transport = transport
+        self.intercepts = intercepts
     }
 }
 
@@ -170,7 +209,7 @@ struct TraceEvent: Hashable, Sendable, CustomStringConvertible {
 /// (`beforeSend` runs between them, in the caller's task). A hook that cancels its own task
 /// cancels its step's task. A hang fires the deadline: the step ends with `.timedOut` and calls
 /// no further hook. The retry decision gets a deadline of its own.
-func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String) {
+func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String, calls: Int) {
     let chain = scenario.chain
     var trace: [TraceEvent] = []
     var cancelled = false
@@ -198,13 +237,39 @@ func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String)
         case .hangIgnoringCancellation: return "timedOut"
         }
     }
-    func finish(_ outcome: String) -> (trace: [TraceEvent], outcome: String) {
+    /// The transport's answer to one call: a status, or how it failed.
+    func sendToTransport() -> Result<Int, Ending> {
+        transportCalls += 1
+        switch scenario.transport[transportCalls] ?? .respond(200) {
+        case .hangUntilCancelled:
+            cancelled = true
+            return .failure(Ending(name: "cancelled"))
+        case .hangUntilDeadline: return .failure(Ending(name: "timedOut"))
+        case .fail(let code): return .failure(Ending(name: name(of: code)))
+        case .respond(let status): return .success(status)
+        }
+    }
+    /// The attempt through the interceptors (first outermost) and the transport.
+    func intercepted(_ members: ArraySlice<Int>) -> Result<Int, Ending> {
+        guard let b = members.first else { return sendToTransport() }
+        trace.append(TraceEvent(behavior: b, hook: .intercept, attempt: attempt))
+        let inner = { intercepted(members.dropFirst()) }
+        switch scenario.intercepts[Scenario.RetryKey(behavior: b, attempt: attempt)] ?? .pass {
+        case .pass, .suspend: return inner()
+        case .throwBefore: return .failure(Ending(name: "behaviorFailed"))
+        case .answer(let status): return .success(status)
+        case .throwAfter: return inner().flatMap { _ in .failure(Ending(name: "behaviorFailed")) }
+        case .replace(let status): return inner().map { _ in status }
+        case .hang, .hangIgnoringCancellation: return .failure(Ending(name: "timedOut"))
+        }
+    }
+    func finish(_ outcome: String) -> (trace: [TraceEvent], outcome: String, calls: Int) {
         if began {
             for b in members(outcome == "success" ? .afterSuccess : .afterFailure).reversed() {
                 trace.append(TraceEvent(behavior: b, hook: outcome == "success" ? .afterSuccess : .afterFailure, attempt: attempt))
             }
         }
-        return (trace, outcome)
+        return (trace, outcome, transportCalls)
     }
 
     while true {
@@ -226,16 +291,10 @@ func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String)
                 }
             }
             if cancelled { failure = "cancelled"; break attemptBody }
-            transportCalls += 1
-            switch scenario.transport[transportCalls] ?? .respond(200) {
-            case .hangUntilCancelled:
-                cancelled = true
-                failure = "cancelled"
-            case .hangUntilDeadline:
-                failure = "timedOut"
-            case .fail(let code):
-                failure = name(of: code)
-            case .respond(let status):
+            switch intercepted(members(.intercept)[...]) {
+            case .failure(let ending):
+                failure = ending.name
+            case .success(let status):
                 guard (200..<300).contains(status) else {
                     failure = status == 401 ? "unauthorized" : status == 404 ? "notFound" : "unacceptableStatus"
                     break attemptBody
@@ -247,7 +306,7 @@ func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String)
             }
         }
         guard let failure else { return finish("success") }
-        guard began else { return (trace, failure) }
+        guard began else { return (trace, failure, transportCalls) }
         if failure == "cancelled" || cancelled { return finish("cancelled") }
         guard attempt < scenario.attemptLimit else { return finish(failure) }
         var delay: Int?
@@ -354,6 +413,36 @@ struct ScenarioCore: Sendable {
         return .retry(after: .milliseconds(ms))
     }
 
+    func intercept(_ request: HTTPRequest, _ context: RequestContext, _ next: InterceptNext) async throws
+        -> HTTPResponse
+    {
+        trace.withLock { $0.append(TraceEvent(behavior: index, hook: .intercept, attempt: context.attempt)) }
+        switch scenario.intercepts[Scenario.RetryKey(behavior: index, attempt: context.attempt)] ?? .pass {
+        case .pass: return try await next(request)
+        case .suspend:
+            await Task.yield()
+            return try await next(request)
+        case .throwBefore: throw Planned()
+        case .answer(let status): return HTTPResponse(status: status, request: request)
+        case .throwAfter:
+            _ = try await next(request)
+            throw Planned()
+        case .replace(let status):
+            var response = try await next(request)
+            response.status = status
+            return response
+        case .hang:
+            try Task.checkCancellation()
+            clock.fireDeadline()
+            try await hangUntilCancelled()
+            return try await next(request)
+        case .hangIgnoringCancellation:
+            clock.fireDeadline()
+            await stuck.wait()
+            return try await next(request)  // abandoned by now: must not reach the transport
+        }
+    }
+
     var headers: HTTPHeaders { ["X-B\(index)": "1"] }
 }
 
@@ -372,6 +461,11 @@ struct FullBehavior: RequestBehavior {
     }
     func modify(_ request: inout HTTPRequest, context: RequestContext) async throws { try await core.perform(.modify, context) }
     func beforeSend(_ request: HTTPRequest, context: RequestContext) async { try? await core.perform(.beforeSend, context) }
+    func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        try await core.intercept(request, context, next)
+    }
     func validate(_ response: HTTPResponse, context: RequestContext) async throws { try await core.perform(.validate, context) }
     func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async -> RetryDecision {
         await core.retryDecision(context)
@@ -406,6 +500,16 @@ struct JudgeBehavior: RequestBehavior {
     }
 }
 
+struct InterceptorBehavior: RequestBehavior {
+    let core: ScenarioCore
+    var name: String { "b\(core.index)" }
+    func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        try await core.intercept(request, context, next)
+    }
+}
+
 struct SilentBehavior: RequestBehavior {
     let core: ScenarioCore
     var name: String { "b\(core.index)" }
@@ -417,6 +521,7 @@ func makeBehavior(_ kind: BehaviorKind, _ core: ScenarioCore) -> any RequestBeha
     case .headersOnly: HeadersOnlyBehavior(core: core)
     case .observer: ObserverBehavior(core: core)
     case .judge: JudgeBehavior(core: core)
+    case .interceptor: InterceptorBehavior(core: core)
     case .silent: SilentBehavior(core: core)
     }
 }
@@ -481,9 +586,10 @@ final class ScenarioTransport: HTTPTransport {
                 scenario.kinds[index],
                 ScenarioCore(index: index, scenario: scenario, trace: trace, clock: clock, stuck: stuck))
         }
+        let transport = ScenarioTransport(scenario: scenario, clock: clock, stuck: stuck)
         let client = NetworkClient(
             baseURL: URL(string: "http://127.0.0.1:9")!,
-            transport: ScenarioTransport(scenario: scenario, clock: clock, stuck: stuck),
+            transport: transport,
             configuration: .init(
                 timeout: scenario.hasTimeout ? Scenario.timeout : nil, clock: clock, timeoutClock: clock,
                 attemptLimit: scenario.attemptLimit)
@@ -504,7 +610,8 @@ final class ScenarioTransport: HTTPTransport {
         stuck.release()
         for _ in 0..<20 { await Task.yield() }
         let late = trace.withLock { $0 }.dropFirst(actual.count)
-        let (expectedTrace, expectedOutcome) = expectedRun(scenario)
+        let (expectedTrace, expectedOutcome, expectedCalls) = expectedRun(scenario)
+        let calls = transport.attempts.withLock { $0 }
 
         var problems: [String] = []
         if outcome != expectedOutcome { problems.append("outcome \(outcome), expected \(expectedOutcome)") }
@@ -519,6 +626,7 @@ final class ScenarioTransport: HTTPTransport {
             problems.append("retries \(scenario.retries), hanging decisions \(scenario.hangingDecisions), transport \(scenario.transport)")
             problems.append("actual trace: \(actual)")
         }
+        if calls != expectedCalls { problems.append("\(calls) transport calls, expected \(expectedCalls)") }
         if !late.isEmpty { problems.append("hooks called after the outcome by an abandoned step: \(Array(late))") }
         problems += invariantViolations(actual, scenario: scenario)
         return problems
