@@ -22,14 +22,6 @@ public func showLogin() {}
 public func showRetryBanner() {}
 public func show(_ error: NetworkError) {}
 
-/// A stand-in for swift-log's `Logger` (Conveyor has no dependencies), with the members the
-/// README's `SwiftLogSink` uses and their swift-log shapes.
-public struct Logger: Sendable {
-    public enum Level: Comparable, Sendable { case trace, debug, info, notice, warning, error, critical }
-    public var logLevel: Level = .info
-    public func log(level: Level, _ message: @autoclosure () -> String) {}
-}
-
 // Docs/Testing.md
 public let mock = MockTransport()
 extension Bundle {
