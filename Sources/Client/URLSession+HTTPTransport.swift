@@ -88,6 +88,11 @@ final class DataTaskExchange: Sendable {
         var size = 0
         /// The transport stopped following redirects at its limit.
         var tooManyRedirects = false
+        /// Phases seen so far, as durations since `started`.
+        var firstByte: Duration?
+        var requestSent: Duration?
+        /// What the platform's `URLSessionTaskMetrics` reported (Apple platforms).
+        var platformTimings: TransferTimings?
     }
 
     let request: HTTPRequest
@@ -98,9 +103,32 @@ final class DataTaskExchange: Sendable {
     /// cancelled while FoundationNetworking is completing it (see ``cancelLater(_:)``).
     private let completing = Locked(false)
 
+    /// When the exchange began: the origin of its ``TransferTimings``.
+    private let started = ContinuousClock.now
+
     init(request: HTTPRequest, session: URLSession) {
         self.request = request
         self.session = session
+    }
+
+    /// The response's head arrived.
+    func receivedHead() {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            if state.firstByte == nil { state.firstByte = started.duration(to: now) }
+        }
+    }
+
+    /// The request's last body byte was sent.
+    func sentBody() {
+        let now = ContinuousClock.now
+        state.withLock { $0.requestSent = started.duration(to: now) }
+    }
+
+    /// The phases the platform measured (Apple's `URLSessionTaskMetrics`), as durations since
+    /// the exchange began.
+    func collected(_ timings: TransferTimings) {
+        state.withLock { $0.platformTimings = timings }
     }
 
     /// Starts `task` and waits for it to end.
@@ -129,8 +157,10 @@ final class DataTaskExchange: Sendable {
 
     /// Bytes of the body arrived (decoded, if the response was compressed).
     func receive(_ data: Data) {
+        let now = ContinuousClock.now
         let tooLarge = state.withLock { state -> Bool in
             guard !state.finished else { return false }
+            if state.firstByte == nil { state.firstByte = started.duration(to: now) }
             state.size += data.count
             if let limit = request.maxResponseSize, state.size > limit {
                 state.chunks = []
@@ -160,9 +190,9 @@ final class DataTaskExchange: Sendable {
         guard let http = response as? HTTPURLResponse else {
             return finish(.failure(NetworkError.transportFailed(NotHTTPResponseError())), cancellingTask: false)
         }
-        let chunks = state.withLock { state in
+        let (chunks, seen) = state.withLock { state in
             defer { state.chunks = [] }
-            return state.chunks
+            return (state.chunks, (state.firstByte, state.requestSent, state.platformTimings))
         }
         let body: Data
         if chunks.count <= 1 {
@@ -174,8 +204,16 @@ final class DataTaskExchange: Sendable {
         }
         // Headers are converted only if something reads them: most responses are decoded
         // without that, and `allHeaderFields` costs thousands of instructions on Linux.
-        let response = HTTPResponse(
+        var response = HTTPResponse(
             status: http.statusCode, deferredHeaders: { responseHeaders(http) }, body: body, request: request)
+        let (firstByte, requestSent, platform) = seen
+        var timings = platform ?? TransferTimings(complete: .zero, requestBodyBytes: 0, responseBodyBytes: 0)
+        timings.firstByte = timings.firstByte ?? firstByte
+        timings.requestSent = timings.requestSent ?? requestSent
+        timings.complete = started.duration(to: .now)
+        timings.requestBodyBytes = request.body?.count ?? 0
+        timings.responseBodyBytes = body.count
+        response.timings = timings
         finish(.success(response), cancellingTask: false)
     }
 

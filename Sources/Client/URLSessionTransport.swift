@@ -114,6 +114,43 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     }
 
     func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        exchange(for: dataTask)?.receivedHead()
+        completionHandler(.allow)
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64
+    ) {
+        if totalBytesSent >= totalBytesExpectedToSend { exchange(for: task)?.sentBody() }
+    }
+
+    #if !canImport(FoundationNetworking)
+        func urlSession(_ session: URLSession, task: URLSessionTask, didFinishCollecting metrics: URLSessionTaskMetrics) {
+            guard let transaction = metrics.transactionMetrics.last, let exchange = exchange(for: task) else { return }
+            let origin = metrics.taskInterval.start
+            func since(_ date: Date?) -> Duration? {
+                date.map { .microseconds(Int64(($0.timeIntervalSince(origin) * 1_000_000).rounded())) }
+            }
+            func between(_ start: Date?, _ end: Date?) -> Duration? {
+                guard let start, let end else { return nil }
+                return .microseconds(Int64((end.timeIntervalSince(start) * 1_000_000).rounded()))
+            }
+            exchange.collected(
+                TransferTimings(
+                    domainLookup: between(transaction.domainLookupStartDate, transaction.domainLookupEndDate),
+                    connect: between(transaction.connectStartDate, transaction.connectEndDate),
+                    secureConnection: between(transaction.secureConnectionStartDate, transaction.secureConnectionEndDate),
+                    reusedConnection: transaction.isReusedConnection, requestSent: since(transaction.requestEndDate),
+                    firstByte: since(transaction.responseStartDate), complete: .zero, requestBodyBytes: 0,
+                    responseBodyBytes: 0))
+        }
+    #endif
+
+    func urlSession(
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {

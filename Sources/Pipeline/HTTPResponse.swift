@@ -10,18 +10,32 @@ public struct HTTPResponse: Sendable, Hashable, CustomStringConvertible {
     public var status: Int
     /// The response header fields.
     public var headers: HTTPHeaders {
-        get {
-            switch headerStorage {
-            case .fields(let fields): fields
-            case .deferred(let deferred): deferred.fields
+        get { headerStorage.fields }
+        set {
+            if case .measured(let measured) = headerStorage {
+                headerStorage = .measured(Measured(headers: .fields(newValue), timings: measured.timings))
+            } else {
+                headerStorage = .fields(newValue)
             }
         }
-        set { headerStorage = .fields(newValue) }
     }
     /// The body bytes (empty when there is none).
     public var body: Data
     /// The request that was sent for this response (after every behavior ran).
     public var request: HTTPRequest
+    /// How the exchange went, as the transport measured it; `nil` when the transport does not
+    /// measure or a behavior answered. Not part of equality: two responses that differ only in
+    /// timings are equal.
+    public var timings: TransferTimings? {
+        get {
+            if case .measured(let measured) = headerStorage { return measured.timings }
+            return nil
+        }
+        set {
+            let headers = headerStorage.withoutTimings
+            headerStorage = newValue.map { .measured(Measured(headers: headers, timings: $0)) } ?? headers
+        }
+    }
 
     private var headerStorage: HeaderStorage
 
@@ -60,12 +74,12 @@ public struct HTTPResponse: Sendable, Hashable, CustomStringConvertible {
     /// `status for METHOD url (N bytes)`; headers and body are left out, so no secret is printed.
     public var description: String { "\(status) for \(request) (\(body.count) bytes)" }
 
-    /// Two responses are equal when status, headers, body and request are.
+    /// Two responses are equal when status, headers, body and request are (timings are not compared).
     public static func == (lhs: HTTPResponse, rhs: HTTPResponse) -> Bool {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.request == rhs.request && lhs.headers == rhs.headers
     }
 
-    /// Hashes status, headers, body and request, consistent with `==`.
+    /// Hashes status, headers, body and request (not timings), consistent with `==`.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(status)
         hasher.combine(headers)
@@ -74,10 +88,36 @@ public struct HTTPResponse: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Where a response's headers are: converted already, or still in the transport's form.
+/// Where a response's headers are: converted already, or still in the transport's form; and, for
+/// a response the transport measured, its timings too. Timings live here, out of line, so a
+/// response without them is no larger and copies no more than before.
 private enum HeaderStorage: Sendable {
     case fields(HTTPHeaders)
     case deferred(DeferredHeaders)
+    case measured(Measured)
+
+    var fields: HTTPHeaders {
+        switch self {
+        case .fields(let fields): fields
+        case .deferred(let deferred): deferred.fields
+        case .measured(let measured): measured.headers.fields
+        }
+    }
+
+    var withoutTimings: HeaderStorage {
+        if case .measured(let measured) = self { return measured.headers }
+        return self
+    }
+}
+
+/// A measured response's headers (never `.measured` themselves) and timings.
+private final class Measured: Sendable {
+    let headers: HeaderStorage
+    let timings: TransferTimings
+    init(headers: HeaderStorage, timings: TransferTimings) {
+        self.headers = headers
+        self.timings = timings
+    }
 }
 
 /// Headers converted on first read, exactly once, and shared by every copy of the response.

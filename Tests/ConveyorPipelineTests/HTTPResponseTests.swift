@@ -56,4 +56,26 @@ import Testing
         }
         #expect(conversions.withLock { $0 } == 1)
     }
+
+    @Test func timingsAndHeadersAreKeptWhicheverIsSetFirst() {
+        let conversions = Locked(0)
+        let timings = TransferTimings(firstByte: .milliseconds(3), complete: .milliseconds(5), requestBodyBytes: 1, responseBodyBytes: 2)
+        var response = deferred(counting: conversions)
+        #expect(response.timings == nil)
+        response.timings = timings
+        #expect(conversions.withLock { $0 } == 0)  // still deferred
+        #expect(response.headers["Retry-After"] == "3")
+        #expect(response.timings == timings)
+        response.headers["X-New"] = "1"
+        #expect(response.timings == timings && response.headers["X-New"] == "1" && response.headers["Retry-After"] == "3")
+        response.timings = nil
+        #expect(response.timings == nil && response.headers["X-New"] == "1")
+    }
+
+    @Test func timingsAreNotPartOfEquality() {
+        var measured = HTTPResponse(status: 200, headers: ["A": "1"], request: request)
+        measured.timings = TransferTimings(complete: .seconds(1), requestBodyBytes: 0, responseBodyBytes: 0)
+        let plain = HTTPResponse(status: 200, headers: ["A": "1"], request: request)
+        #expect(measured == plain && measured.hashValue == plain.hashValue)
+    }
 }

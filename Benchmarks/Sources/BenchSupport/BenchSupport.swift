@@ -57,6 +57,16 @@ public func realisticBehaviors(interrupting: Bool = true) -> [any RequestBehavio
     ]
 }
 
+/// Passes every attempt on to the transport unchanged.
+public struct PassThroughInterceptor: RequestBehavior {
+    public init() {}
+    public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        try await next(request)
+    }
+}
+
 /// The small body the realistic scenarios decode.
 public struct Movie: Codable, Sendable {
     public var id: Int
@@ -77,6 +87,8 @@ public enum Scenario: String, CaseIterable, Sendable {
     case timeout
     /// 0 behaviors, a transport that does not say it honors cancellation: a guarded step per attempt.
     case guarded
+    /// 1 behavior whose `intercept` passes every attempt on to the transport: the cost of the nesting.
+    case intercept1
 
     /// Sends `count` requests.
     public func run(_ count: Int) async throws {
@@ -103,6 +115,10 @@ public enum Scenario: String, CaseIterable, Sendable {
             let client = client(10)
             let paths = uniquePaths
             for index in 0..<count { _ = try await client.send(Request<Data>(path: paths[index % paths.count])) }
+        case .intercept1:
+            let client = NetworkClient(baseURL: base, transport: CannedTransport()) { PassThroughInterceptor() }
+            let request = Request<Data>(path: "/movies")
+            for _ in 0..<count { _ = try await client.send(request) }
         case .timeout, .guarded:
             let client = NetworkClient(
                 baseURL: base, transport: CannedTransport(honorsCancellation: self != .guarded),
