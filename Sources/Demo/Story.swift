@@ -32,6 +32,8 @@ struct Story {
     let counter: NetworkActivityCounter
     let auth: AuthTokenBehavior
     let logLines = Locked<[String]>([])
+    /// Every attempt's metrics, from `MetricsBehavior`.
+    let metrics = Locked<[AttemptMetrics]>([])
 
     init(realTime: Bool) {
         clock = realTime ? ContinuousClock() : ImmediateClock()
@@ -48,6 +50,7 @@ struct Story {
             ActivityCounterBehavior(counter: counter),
             RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none)),
             LoggingBehavior(sink: sink),
+            MetricsBehavior(sink: MemoryMetrics(recorded: metrics)),
         ]
         return NetworkClient(
             baseURL: URL(string: "https://api.example.test/v1")!, transport: mock,
@@ -183,6 +186,12 @@ struct Story {
 }
 
 /// Keeps log lines in memory so the demo can show a few.
+/// Keeps each attempt's metrics for the summary.
+struct MemoryMetrics: MetricsSink {
+    let recorded: Locked<[AttemptMetrics]>
+    func record(_ metrics: AttemptMetrics) { recorded.withLock { $0.append(metrics) } }
+}
+
 struct MemorySink: LogSink {
     let lines: Locked<[String]>
     var isEnabled: Bool { true }

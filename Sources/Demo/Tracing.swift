@@ -69,6 +69,13 @@ struct Traced: RequestBehavior {
         trace.record(.beforeSend, label, context)
         await inner.beforeSend(request, context: context)
     }
+    /// Forwarded, not traced: only `MetricsBehavior` implements it here, and the story's traces
+    /// show the hooks every behavior takes part in.
+    func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        try await inner.intercept(request, context: context, next: next)
+    }
     func validate(_ response: HTTPResponse, context: RequestContext) async throws {
         trace.record(.validate, label, context)
         try await inner.validate(response, context: context)

@@ -26,7 +26,8 @@ func runStory(realTime: Bool) async -> Int32 {
     print("Conveyor demo: six requests through one client, on an in-memory server.")
     print("Client behaviors, outermost first: Headers → AuthToken → ActivityCounter → Retry → Logging")
     print("Request-side hooks run first → last, response-side hooks last → first.")
-    let steps = await Story(realTime: realTime).run { print($0) }
+    let story = Story(realTime: realTime)
+    let steps = await story.run { print($0) }
 
     print("")
     print("Summary")
@@ -43,7 +44,11 @@ func runStory(realTime: Bool) async -> Int32 {
         }
         print("  " + cells.joined(separator: "  "))
     }
-    let failed = steps.filter { !$0.ok }
+    print("")
+    print("Timings of GET /me, per attempt (MetricsBehavior, last in the chain; an in-memory server has no network phases):")
+    let me = story.metrics.withLock { $0 }.filter { $0.path.hasSuffix("/me") }
+    for attempt in me { print("  " + PrintMetricsSink.line(for: attempt)) }
+    let failed = steps.filter { !$0.ok } + (me.count == 2 ? [] : [Story.Step(title: "timings", request: "GET /me")])
     print("")
     print(failed.isEmpty ? "All \(steps.count) steps behaved as described." : "\(failed.count) step(s) did NOT behave as described.")
     return failed.isEmpty ? 0 : 1
@@ -60,6 +65,7 @@ func runReal(_ text: String) async -> Int32 {
         ActivityCounterBehavior(counter: NetworkActivityCounter()),
         RetryBehavior(.exponentialBackoff(maxAttempts: 3)),
         LoggingBehavior(sink: PrintLogSink()),
+        MetricsBehavior(sink: PrintMetricsSink()),
     ]
     let client = NetworkClient(baseURL: url, configuration: .init(timeout: .seconds(30))) {
         behaviors.map { Traced($0, trace: trace) }

@@ -164,9 +164,12 @@ public struct PrintMetricsSink: MetricsSink {
         return line
     }
 
+    /// `12.3 ms`, or `41 µs` below a millisecond.
     static func milliseconds(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components
-        let tenths = (seconds * 10_000 + attoseconds / 100_000_000_000_000)
+        let microseconds = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+        if microseconds < 1_000 { return "\(microseconds) µs" }
+        let tenths = microseconds / 100
         return "\(tenths / 10).\(tenths % 10) ms"
     }
 }
