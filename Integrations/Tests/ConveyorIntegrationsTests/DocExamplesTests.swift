@@ -4,6 +4,7 @@ import ConveyorAsyncHTTPClient
 import ConveyorLogging
 import ConveyorMetrics
 import ConveyorTracing
+import CoreMetrics
 import Foundation
 import Logging
 import Testing
@@ -53,6 +54,14 @@ enum DocExamples {
         _ = client
     }
 
+    struct AttemptTimer: MetricsSink {
+        func record(_ metrics: AttemptMetrics) {
+            let (seconds, attoseconds) = metrics.duration.components
+            CoreMetrics.Timer(label: "http.client.attempt.duration", dimensions: [("status", "\(metrics.status ?? 0)")])
+                .recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        }
+    }
+
     static func tracingBehavior() async throws {
         let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
             TracingBehavior()     // InstrumentationSystem.tracer, bootstrapped by your app
@@ -89,7 +98,7 @@ enum DocExamples {
             .split(separator: "\n", omittingEmptySubsequences: false)
             .map { $0.trimmingCharacters(in: .whitespaces) }
         let blocks = Self.markedBlocks(of: guide)
-        #expect(blocks.count == 4)
+        #expect(blocks.count == 5)
         for block in blocks {
             let found = compiled.indices.contains { start in
                 start + block.count <= compiled.count && Array(compiled[start..<start + block.count]) == block

@@ -74,7 +74,7 @@ public struct AttemptMetrics: Sendable, Hashable {
 /// struct AttemptTimer: MetricsSink {
 ///     func record(_ metrics: AttemptMetrics) {
 ///         let (seconds, attoseconds) = metrics.duration.components
-///         Timer(label: "http.client.attempt.duration", dimensions: [("status", "\(metrics.status ?? 0)")])
+///         CoreMetrics.Timer(label: "http.client.attempt.duration", dimensions: [("status", "\(metrics.status ?? 0)")])
 ///             .recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
 ///     }
 /// }
