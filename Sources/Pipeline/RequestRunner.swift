@@ -94,7 +94,11 @@ package struct RequestRunner: Sendable {
                             throw error
                         }
                     } else {
-                        received = try await sendDirectly(prepared, plan: plan, context: context, step: nil)
+                        if plan.intercept.isEmpty {
+                            received = try await sendDirectly(prepared)
+                        } else {
+                            received = try await intercepted(prepared, plan: plan, context: context, step: nil)
+                        }
                         if !plan.validate.isEmpty {
                             do throws(NetworkError) {
                                 try await plan.runValidate(received, context: context)
@@ -276,7 +280,11 @@ package struct RequestRunner: Sendable {
         if !step.checkpoint() { return .failed(.cancelled, nil) }
         let received: HTTPResponse
         do throws(NetworkError) {
-            received = try await sendDirectly(prepared, plan: plan, context: context, step: step)
+            if plan.intercept.isEmpty {
+                received = try await sendDirectly(prepared)
+            } else {
+                received = try await intercepted(prepared, plan: plan, context: context, step: step)
+            }
         } catch {
             return .failed(error, nil)
         }
@@ -290,22 +298,16 @@ package struct RequestRunner: Sendable {
         return .received(received)
     }
 
-    /// Sends an attempt through the chain's `intercept` members (if any) and the transport, and
-    /// judges the response: the status.
+    /// Calls the transport (for a chain without `intercept` members) and judges the response: the
+    /// body's size, then the status.
     @inline(__always)
-    func sendDirectly(_ prepared: HTTPRequest, plan: HookPlan, context: RequestContext, step: (any StepSignal)?)
-        async throws(NetworkError) -> HTTPResponse
-    {
-        let received: HTTPResponse
-        if plan.intercept.isEmpty {
-            received = try await transportSend(prepared)
-        } else {
-            // An abandoned step reaches no further member and never the transport, whichever
-            // member calls `next`.
-            received = try await plan.runIntercept(prepared, context: context, step: step) {
-                request throws(NetworkError) in try await self.transportSend(request)
-            }
-        }
+    func sendDirectly(_ prepared: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
+        try judged(try await transportSend(prepared))
+    }
+
+    /// The response, if its status is acceptable.
+    @inline(__always)
+    func judged(_ received: HTTPResponse) throws(NetworkError) -> HTTPResponse {
         guard acceptableStatusCodes.contains(received.status) else {
             switch received.status {
             case 401: throw .unauthorized(received)
@@ -314,6 +316,20 @@ package struct RequestRunner: Sendable {
             }
         }
         return received
+    }
+
+    /// Sends an attempt through the chain's `intercept` members and judges the response. Out of
+    /// line, so that the common path (no member) is what it was before `intercept` existed.
+    @inline(never)
+    func intercepted(_ prepared: HTTPRequest, plan: HookPlan, context: RequestContext, step: (any StepSignal)?)
+        async throws(NetworkError) -> HTTPResponse
+    {
+        // An abandoned step reaches no further member and never the transport, whichever member
+        // calls `next`.
+        let received = try await plan.runIntercept(prepared, context: context, step: step) {
+            request throws(NetworkError) in try await self.transportSend(request)
+        }
+        return try judged(received)
     }
 
     /// Calls the transport and checks the body's size.
