@@ -146,7 +146,8 @@ public struct CacheBehavior: RequestBehavior {
     private func isFresh(_ entry: CachedResponse, at now: Date, for control: CacheControl) -> Bool {
         guard !control.noCache, !entry.requiresRevalidation else { return false }
         let age = entry.age(at: now)
-        if let maxAge = control.maxAge, age > Double(maxAge) { return false }
+        // A request's `max-age=0` asks for validation (what a reload sends), even at age 0.
+        if let maxAge = control.maxAge, maxAge == 0 || age > Double(maxAge) { return false }
         let left = entry.freshnessLifetime - age
         return left > Double(control.minFresh ?? 0) && left > 0
     }
@@ -224,7 +225,8 @@ public struct CacheBehavior: RequestBehavior {
             status: response.status, headers: HTTPHeaders(headers.filter { isStoredHeader($0.name) }),
             body: response.body, requestTime: requestTime, responseTime: responseTime,
             varyValues: varied.map { Vary.value(of: $0, in: response.request.headers) }, credentials: credentials)
-        guard entry.hasExplicitFreshness || entry.hasValidator else { return nil }
+        // Useful only if it can be fresh, or revalidated.
+        guard entry.freshnessLifetime > 0 || entry.hasValidator else { return nil }
         return entry
     }
 }

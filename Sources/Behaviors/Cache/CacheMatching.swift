@@ -52,6 +52,10 @@ extension CachedResponse {
     /// times of this exchange.
     func updated(with notModified: HTTPHeaders, requestTime: Date, responseTime: Date) -> CachedResponse {
         var headers = self.headers
+        // The stored `Date` and `Age` describe the old exchange: without new ones, this
+        // exchange's time is the response's age origin (a kept old `Date` would make the
+        // revalidated response look as old as the first one).
+        for name in ["Date", "Age"] where !notModified.contains(name) { headers.remove(name: name) }
         let skipped = ["Content-Length", "Content-Encoding", "Content-Type", "Content-Range"]
         var replaced: Set<String> = []
         for field in notModified where CacheBehavior.isStoredHeader(field.name)

@@ -86,12 +86,6 @@ public struct CachedResponse: Sendable, Hashable {
     /// Whether it carries a validator, so a stale copy can be revalidated with a conditional request.
     var hasValidator: Bool { entityTag != nil || lastModified != nil }
 
-    /// Whether the response gave an explicit lifetime (`max-age` or `Expires`).
-    var hasExplicitFreshness: Bool {
-        let control = CacheControl(headers)
-        return control.maxAge != nil || headers.contains("Expires")
-    }
-
     /// `current_age` at `now`, in seconds (RFC 9111 §4.2.3).
     func age(at now: Date) -> Double { initialAge + max(0, now.timeIntervalSince(responseTime)) }
 
