@@ -222,6 +222,17 @@ import Testing
         #expect(storage.count == 0)
     }
 
+    @Test func aServerErrorDuringRevalidationFailsTheCallerButKeepsTheEntry() async throws {
+        let storage = MemoryCacheStorage()
+        let client = client(storage)
+        mock.enqueue(.text("v1", headers: ["Cache-Control": "max-age=1", "ETag": "\"1\""]), .status(503), .status(304))
+        _ = try await get(client)
+        now.advance(2)
+        await #expect(throws: NetworkError.self) { _ = try await get(client) }  // never served stale
+        #expect(storage.count == 1)
+        #expect(text(try await get(client)) == "v1" && log.last == .revalidated)
+    }
+
     // MARK: Vary
 
     @Test func varyMatchesOnTheNominatedHeadersAndStarNeverMatches() async throws {

@@ -129,7 +129,8 @@ public struct CacheBehavior: RequestBehavior {
         return response
     }
 
-    /// Stores a response if it may be stored; otherwise removes the entry it supersedes.
+    /// Stores a response if it may be stored; otherwise removes the entry it supersedes (unless
+    /// the response is a server error).
     private func keep(
         _ response: HTTPResponse, sentAt requestTime: Date, receivedAt responseTime: Date, key: String,
         credentials: String, control: CacheControl, replacing: Bool
@@ -138,7 +139,8 @@ public struct CacheBehavior: RequestBehavior {
             requestTime: requestTime, responseTime: responseTime)
         {
             await storage.store(entry, for: key)
-        } else if replacing, response.status != 304 {
+        } else if replacing, response.status != 304, response.status < 500 {
+            // A new answer supersedes the entry; a server error says nothing about it.
             await storage.removeEntry(for: key)
         }
     }
