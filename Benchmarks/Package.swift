@@ -3,6 +3,7 @@
 // Run from the repository root:
 //   swift package --package-path Benchmarks benchmark                     (in-memory scenarios)
 //   swift run --package-path Benchmarks -c release loopback-bench         (end to end over 127.0.0.1)
+//   swift run --package-path Benchmarks -c release cache-bench            (cached vs network GET over 127.0.0.1)
 import PackageDescription
 
 let package = Package(
@@ -41,6 +42,10 @@ let package = Package(
             name: "loopback-bench",
             dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/LoopbackBench"),
+        // A cached GET against a network GET over loopback (CacheBehavior).
+        .executableTarget(
+            name: "cache-bench", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
+            path: "Sources/CacheBench"),
         // One scenario N times, for valgrind's callgrind: instructions per request (instructions.sh).
         .executableTarget(
             name: "instruction-count",

@@ -142,8 +142,36 @@ class Handler(BaseHTTPRequestHandler):
             self.send(302, b"", headers=[("Location", "/loop")])
         elif url.path == "/redirect":
             self.send(int(arg("status", "302")), b"", headers=[("Location", arg("to", "/echo"))])
+        elif len(parts) >= 2 and parts[0] == "cache":
+            self.cache(parts, arg)
         else:
             self.send(404, {"error": "not found"})
+
+    # --- CacheBehavior's routes (Tests/ConveyorBehaviorsTests/CacheEndToEndTests.swift) -------
+    # /cache/<name>?cc=<Cache-Control>&etag=<ETag>&lm=<Last-Modified>&vary=<header name>
+    #   counts every request to <name>; sends the given headers; answers a GET with 304 when its
+    #   If-None-Match equals etag (or, without etag, its If-Modified-Since equals lm); the JSON body
+    #   carries the count, the method and the value of the header named by vary.
+    # /cache/<name>/count  the count so far, without counting (proves whether the server was asked).
+    def cache(self, parts, arg):
+        key = "cache/" + parts[1]
+        if len(parts) == 3 and parts[2] == "count":
+            with counters_lock:
+                count = counters.get(key, 0)
+            self.send(200, {"count": count})
+            return
+        count = bump(key)
+        names = (("cc", "Cache-Control"), ("etag", "ETag"), ("lm", "Last-Modified"), ("vary", "Vary"))
+        headers = [(header, arg(param)) for param, header in names if arg(param) is not None]
+        etag, modified = arg("etag"), arg("lm")
+        if self.command == "GET" and (
+            (etag is not None and self.headers.get("If-None-Match") == etag)
+            or (etag is None and modified is not None and self.headers.get("If-Modified-Since") == modified)
+        ):
+            self.send(304, headers=headers)
+            return
+        varied = self.headers.get(arg("vary")) if arg("vary") else None
+        self.send(200, {"count": count, "method": self.command, "varied": varied}, headers=headers)
 
     def stream(self, total, gzip):
         """Streams `total` zero bytes (gzip-encoded if asked) until done or the client hangs up."""

@@ -1,0 +1,234 @@
+public import ConveyorPipeline
+public import Foundation
+
+/// A private HTTP cache (RFC 9111) for a client: fresh responses are answered from storage
+/// without the network, stale ones are revalidated with a conditional request, and a `304 Not
+/// Modified` becomes the stored response for the caller.
+///
+/// ```swift
+/// let client = NetworkClient(baseURL: api) {
+///     AuthTokenBehavior(tokens: keychain)
+///     CacheBehavior()                       // in memory, 10 MiB
+/// }
+/// ```
+///
+/// What it follows: `Cache-Control` (`max-age`, `no-store`, `no-cache`, `private`, `public`,
+/// `must-revalidate`, `s-maxage` as a permission; on requests also `max-age`, `min-fresh`,
+/// `only-if-cached`), `Expires`, `Date` and `Age` for the age, `ETag`/`If-None-Match` and
+/// `Last-Modified`/`If-Modified-Since`, and `Vary`. Only `GET` is served and stored; a successful
+/// `POST`, `PUT`, `PATCH` or `DELETE` removes what is stored for its URL and for a same-origin
+/// `Location` or `Content-Location`. A response without `max-age` or `Expires` is never fresh
+/// (no heuristic freshness): it is stored only if it has a validator, and revalidated on every use.
+///
+/// ### Credentials
+/// A response to a request that carries a credential header (`Authorization`, `Cookie`, an API
+/// key: any of ``SensitiveHeaders``) is stored only when the response allows it with `public`,
+/// `private`, `s-maxage` or `must-revalidate`. A stored response is only ever used for a request
+/// with the same credentials: the entry keeps a SHA-256 digest of them (never the values). Stored
+/// headers leave out `Set-Cookie` and every other credential header.
+///
+/// ### Where it goes in the chain
+/// It answers in `intercept`, so behaviors registered before it see a hit like any response
+/// (validation, logging, metrics), and behaviors after it, such as retries of the transport's
+/// failures, are not run for a hit. Register it after the behaviors that add headers it should
+/// key on (`Authorization`, `Accept-Language` for a `Vary`). Each attempt records a
+/// ``CacheOutcome`` in the context.
+public struct CacheBehavior: RequestBehavior {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+    /// Where responses are kept.
+    public let storage: any CacheStorage
+    /// The current time, for freshness and ages; injectable for tests.
+    public let now: @Sendable () -> Date
+
+    /// Creates the behavior.
+    /// - Parameters:
+    ///   - storage: Where responses are kept; a ``MemoryCacheStorage`` of 10 MiB by default.
+    ///   - now: The current time, for freshness and ages; injectable for tests.
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default.
+    public init(
+        storage: any CacheStorage = MemoryCacheStorage(), now: @escaping @Sendable () -> Date = { Date() },
+        name: String? = nil
+    ) {
+        self.name = name ?? String(describing: Self.self)
+        self.storage = storage
+        self.now = now
+    }
+
+    /// Answers a `GET` from storage when it can, revalidates a stale entry, stores what may be
+    /// stored, and lets an unsafe method remove what is stored for its URL.
+    public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        guard request.method == .get else {
+            context[CacheOutcome.self] = .bypassed
+            return try await passUnsafe(request, next: next)
+        }
+        let requestControl = request.headers.contains("Cache-Control") ? CacheControl(request.headers) : CacheControl()
+        if requestControl.noStore || Self.bypassingHeaders.contains(where: request.headers.contains) {
+            context[CacheOutcome.self] = .bypassed
+            return try await next(request)
+        }
+        let key = Self.key(for: request.url)
+        let credentials = CredentialFingerprint.of(request.headers)
+        var stored = await storage.entry(for: key)
+        if let entry = stored, !entry.matches(request.headers, credentials: credentials) { stored = nil }
+
+        let requestTime = now()
+        if let entry = stored, isFresh(entry, at: requestTime, for: requestControl) {
+            context[CacheOutcome.self] = .hit
+            var headers = entry.headers
+            headers["Age"] = String(Int(min(entry.age(at: requestTime), Double(CacheControl.maximumDelta))))
+            return HTTPResponse(status: entry.status, headers: headers, body: entry.body, request: request)
+        }
+        if requestControl.onlyIfCached {
+            context[CacheOutcome.self] = .miss
+            return HTTPResponse(status: 504, request: request)  // RFC 9111 §5.2.1.7
+        }
+
+        var conditional = request
+        if let entry = stored {
+            if let tag = entry.entityTag { conditional.headers["If-None-Match"] = tag }
+            if let date = entry.lastModified { conditional.headers["If-Modified-Since"] = date }
+        }
+        let response = try await next(conditional)
+        let responseTime = now()
+        if let entry = stored, entry.hasValidator, response.status == 304 {
+            if let tag = response.headers["ETag"], let storedTag = entry.entityTag, tag != storedTag {
+                // The 304 is about another representation than ours (RFC 9111 §4.3.4): ours is
+                // useless; ask again without conditions.
+                await storage.removeEntry(for: key)
+                return try await fetch(request, key: key, credentials: credentials, control: requestControl, context: context, next: next)
+            }
+            let updated = entry.updated(with: response.headers, requestTime: requestTime, responseTime: responseTime)
+            if CacheControl(response.headers).noStore {
+                await storage.removeEntry(for: key)
+            } else {
+                await storage.store(updated, for: key)
+            }
+            context[CacheOutcome.self] = .revalidated
+            return HTTPResponse(status: updated.status, headers: updated.headers, body: updated.body, request: response.request)
+        }
+        context[CacheOutcome.self] = .miss
+        await keep(response, sentAt: requestTime, receivedAt: responseTime, key: key, credentials: credentials,
+            control: requestControl, replacing: stored != nil)
+        return response
+    }
+
+    /// Sends without conditions and stores the answer if allowed.
+    private func fetch(
+        _ request: HTTPRequest, key: String, credentials: String, control: CacheControl, context: RequestContext,
+        next: InterceptNext
+    ) async throws -> HTTPResponse {
+        let requestTime = now()
+        let response = try await next(request)
+        context[CacheOutcome.self] = .miss
+        await keep(response, sentAt: requestTime, receivedAt: now(), key: key, credentials: credentials, control: control,
+            replacing: true)
+        return response
+    }
+
+    /// Stores a response if it may be stored; otherwise removes the entry it supersedes (unless
+    /// the response is a server error).
+    private func keep(
+        _ response: HTTPResponse, sentAt requestTime: Date, receivedAt responseTime: Date, key: String,
+        credentials: String, control: CacheControl, replacing: Bool
+    ) async {
+        if let entry = Self.storable(response, credentials: credentials, requestControl: control,
+            requestTime: requestTime, responseTime: responseTime)
+        {
+            await storage.store(entry, for: key)
+        } else if replacing, response.status != 304, response.status < 500 {
+            // A new answer supersedes the entry; a server error says nothing about it.
+            await storage.removeEntry(for: key)
+        }
+    }
+
+    private func isFresh(_ entry: CachedResponse, at now: Date, for control: CacheControl) -> Bool {
+        guard !control.noCache, !entry.requiresRevalidation else { return false }
+        let age = entry.age(at: now)
+        // A request's `max-age=0` asks for validation (what a reload sends), even at age 0.
+        if let maxAge = control.maxAge, maxAge == 0 || age > Double(maxAge) { return false }
+        let left = entry.freshnessLifetime - age
+        return left > Double(control.minFresh ?? 0) && left > 0
+    }
+
+    /// Sends an unsafe (or other non-`GET`) request; a success of an unsafe method removes the
+    /// stored responses it may have changed (RFC 9111 §4.4). So does a failure with no response,
+    /// since the server may have acted on the request before the connection broke.
+    private func passUnsafe(_ request: HTTPRequest, next: InterceptNext) async throws -> HTTPResponse {
+        let isSafe = [HTTPMethod.head, .options, .trace].contains(request.method)
+        guard !isSafe else { return try await next(request) }
+        let response: HTTPResponse
+        do {
+            response = try await next(request)
+        } catch {
+            await invalidate(request.url, locations: [])
+            throw error
+        }
+        if response.status < 400 {
+            await invalidate(request.url, locations: [response.headers["Location"], response.headers["Content-Location"]])
+        }
+        return response
+    }
+
+    private func invalidate(_ url: URL, locations: [String?]) async {
+        await storage.removeEntry(for: Self.key(for: url))
+        let origin = Origin(url)
+        for location in locations.compactMap({ $0 }) {
+            guard let target = URL(string: location, relativeTo: url)?.absoluteURL, origin != nil, Origin(target) == origin
+            else { continue }
+            await storage.removeEntry(for: Self.key(for: target))
+        }
+    }
+
+    /// Request headers that mean the caller manages caching itself.
+    static let bypassingHeaders = ["If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range"]
+
+    /// Statuses stored (RFC 9110 §15.1's heuristically cacheable ones, which covers what a `GET` to
+    /// an API meets); they still need explicit freshness or a validator.
+    static let storableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+
+    /// Response headers never stored: credentials (`Set-Cookie` among them) and hop-by-hop fields.
+    static func isStoredHeader(_ name: String) -> Bool {
+        !SensitiveHeaders.contains(name)
+            && !["Connection", "Keep-Alive", "Transfer-Encoding", "Proxy-Connection", "Upgrade"].contains {
+                HTTPHeaders.namesEqual($0, name)
+            }
+    }
+
+    /// The storage key of a URL: the URL without its fragment.
+    static func key(for url: URL) -> String {
+        let string = url.absoluteString
+        guard let hash = string.firstIndex(of: "#") else { return string }
+        return String(string[..<hash])
+    }
+
+    /// The entry to store for a response, or `nil` when it may not (or need not) be stored.
+    static func storable(
+        _ response: HTTPResponse, credentials: String, requestControl: CacheControl, requestTime: Date,
+        responseTime: Date
+    ) -> CachedResponse? {
+        guard storableStatuses.contains(response.status), !requestControl.noStore else { return nil }
+        let headers = response.headers
+        let control = CacheControl(headers)
+        guard !control.noStore else { return nil }
+        if !credentials.isEmpty {
+            // RFC 9111 §3.5 (written for shared caches; applied here to every credential, see
+            // Docs/Decisions.md): the server must say the response may be kept.
+            guard control.isPublic || control.isPrivate || control.sharedMaxAge != nil || control.mustRevalidate else {
+                return nil
+            }
+        }
+        let varied = Vary.names(in: headers)
+        guard !varied.contains("*") else { return nil }
+        let entry = CachedResponse(
+            status: response.status, headers: HTTPHeaders(headers.filter { isStoredHeader($0.name) }),
+            body: response.body, requestTime: requestTime, responseTime: responseTime,
+            varyValues: varied.map { Vary.value(of: $0, in: response.request.headers) }, credentials: credentials)
+        // Useful only if it can be fresh, or revalidated.
+        guard entry.freshnessLifetime > 0 || entry.hasValidator else { return nil }
+        return entry
+    }
+}

@@ -1,0 +1,72 @@
+import ConveyorPipeline
+import Foundation
+
+/// A digest of the credential headers a request carries, so a stored response is used only for
+/// the same credentials. A discriminator, not encryption: SHA-256 over the sorted, lowercased
+/// names and their values; empty when there are none.
+enum CredentialFingerprint {
+    static func of(_ headers: HTTPHeaders) -> String {
+        var parts: [String] = []
+        for field in headers where SensitiveHeaders.contains(field.name) {
+            parts.append(field.name.lowercased() + ":" + field.value)
+        }
+        guard !parts.isEmpty else { return "" }
+        return SHA256.hex(parts.sorted().joined(separator: "\n"))
+    }
+}
+
+/// `Vary` (RFC 9111 §4.1).
+enum Vary {
+    /// The lowercased names every `Vary` field lists; `*` stays `*`.
+    static func names(in headers: HTTPHeaders) -> [String] {
+        var names: [String] = []
+        for value in headers.values(for: "Vary") {
+            for name in value.split(separator: ",") {
+                let trimmed = name.trimmingSpaces.lowercased()
+                if !trimmed.isEmpty, !names.contains(trimmed) { names.append(trimmed) }
+            }
+        }
+        return names
+    }
+
+    /// What a request's header contributes to the match: its fields joined and with spaces
+    /// normalized, `nil` when absent, and only a digest for a credential.
+    static func value(of name: String, in headers: HTTPHeaders) -> CachedResponse.VaryValue {
+        let values = headers.values(for: name)
+        guard !values.isEmpty else { return .init(name: name, value: nil) }
+        let joined = values.map { $0.split(separator: ",").map { $0.trimmingSpaces }.joined(separator: ",") }
+            .joined(separator: ",")
+        return .init(name: name, value: SensitiveHeaders.contains(name) ? "sha256:" + SHA256.hex(joined) : joined)
+    }
+}
+
+extension CachedResponse {
+    /// Whether a request may be answered with this entry: same credentials, same values of the
+    /// headers `Vary` named.
+    func matches(_ headers: HTTPHeaders, credentials: String) -> Bool {
+        guard self.credentials == credentials else { return false }
+        return varyValues.allSatisfy { Vary.value(of: $0.name, in: headers) == $0 }
+    }
+
+    /// The entry after a `304 Not Modified`: its headers updated with the 304's (RFC 9111 §3.2),
+    /// times of this exchange.
+    func updated(with notModified: HTTPHeaders, requestTime: Date, responseTime: Date) -> CachedResponse {
+        var headers = self.headers
+        // The stored `Date` and `Age` describe the old exchange: without new ones, this
+        // exchange's time is the response's age origin (a kept old `Date` would make the
+        // revalidated response look as old as the first one).
+        for name in ["Date", "Age"] where !notModified.contains(name) { headers.remove(name: name) }
+        let skipped = ["Content-Length", "Content-Encoding", "Content-Type", "Content-Range"]
+        var replaced: Set<String> = []
+        for field in notModified where CacheBehavior.isStoredHeader(field.name)
+            && !skipped.contains(where: { HTTPHeaders.namesEqual($0, field.name) })
+        {
+            let lower = field.name.lowercased()
+            if replaced.insert(lower).inserted { headers.remove(name: field.name) }
+            headers.add(name: field.name, value: field.value)
+        }
+        return CachedResponse(
+            status: status, headers: headers, body: body, requestTime: requestTime, responseTime: responseTime,
+            varyValues: varyValues, credentials: credentials)
+    }
+}

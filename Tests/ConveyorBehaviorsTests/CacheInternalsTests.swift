@@ -1,0 +1,101 @@
+import ConveyorPipeline
+import ConveyorTestSupport
+import ConveyorTesting
+import Foundation
+import Testing
+
+@testable import ConveyorBehaviors
+
+/// The cache's own parsers and digests, attacked with generated input.
+@Suite struct CacheInternalsTests {
+    @Test func sha256MatchesKnownDigests() {
+        let vectors: [([UInt8], String)] = [
+            ([], "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),
+            (Array("abc".utf8), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            (Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8),
+                "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"),
+            (Array(repeating: UInt8(ascii: "a"), count: 1_000), "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3"),
+            (Array((0...255).map { UInt8($0) }) + Array((0...255).map { UInt8($0) }) + Array((0...255).map { UInt8($0) }),
+                "f3a25aa93aa2fbba28d79260535bbd6a5eb0fc1c24a8b0f04e12b484c1dfe363"),
+        ]
+        for (message, expected) in vectors {
+            let hex = SHA256.digest(message).map { String(format: "%02x", $0) }.joined()
+            #expect(hex == expected, "\(message.count) bytes")
+        }
+        #expect(SHA256.hex("abc") == vectors[1].1)
+    }
+
+    @Test func theHTTPDateParserAgreesWithDateFormatterOnGeneratedDates() {
+        var random = SplitMix64(state: 42)
+        for _ in 0..<2_000 {
+            let date = Date(timeIntervalSince1970: Double(random.next() % 8_000_000_000) - 2_000_000_000)
+            let text = httpDate(date)
+            #expect(HTTPDate.parse(text) == date, "\(text)")
+        }
+        #expect(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT") == HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT"))
+        #expect(HTTPDate.parse("Sun Nov  6 08:49:37 1994") == HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT"))
+        for bad in ["0", "-1", "", "Sun, 06 Nov 1994 08:49:37 XYZ", "Sun, 32 Nov 1994 08:49:37 GMT", "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:49:37 GMT"]
+        {
+            #expect(HTTPDate.parse(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func cacheControlReadsDirectivesInAnyCaseSpacingAndQuoting() {
+        let control = CacheControl(parsing: #"  Max-Age = "120" , no-cache="Set-Cookie, X-A",PRIVATE,must-revalidate"#)
+        #expect(control.maxAge == 120 && control.noCache && control.isPrivate && control.mustRevalidate)
+        let plain = CacheControl(parsing: #"Max-Age="120", no-cache="Set-Cookie, X-A",PRIVATE, must-revalidate, s-maxage=5"#)
+        #expect(plain.maxAge == 120 && plain.noCache && plain.isPrivate && plain.mustRevalidate && plain.sharedMaxAge == 5)
+        #expect(CacheControl(parsing: "max-age=soon").maxAge == 0)  // invalid: stale
+        #expect(CacheControl(parsing: "max-age=99999999999999999999999").maxAge == CacheControl.maximumDelta)
+        #expect(CacheControl(parsing: "max-age=60, max-age=10").maxAge == 10)
+        #expect(CacheControl(["Cache-Control": "max-age=5", "cache-control": "no-store"]).noStore)
+    }
+
+    @Test func generatedCacheControlAndHeaderValuesNeverCrashAndGiveSaneLifetimes() {
+        var random = SplitMix64(state: 9)
+        let pieces = ["max-age", "=", "\"", ",", " ", "no-store", "no-cache", "private", "public", "-1", "0", "60",
+            "99999999999999999999", "s-maxage", "must-revalidate", "é", "\t", "min-fresh", "only-if-cached", ";"]
+        for _ in 0..<5_000 {
+            let value = (0..<Int(random.next() % 12)).map { _ in pieces[Int(random.next() % UInt64(pieces.count))] }.joined()
+            let control = CacheControl(parsing: value)
+            #expect((control.maxAge ?? 0) >= 0 && (control.maxAge ?? 0) <= CacheControl.maximumDelta)
+            let headers: HTTPHeaders = [
+                "Cache-Control": value, "Expires": value, "Date": value, "Age": value, "Vary": value,
+            ]
+            let entry = CachedResponse(status: 200, headers: headers, body: Data(), receivedAt: Date())
+            #expect(entry.freshnessLifetime >= 0 && entry.freshnessLifetime.isFinite)
+            #expect(entry.age(at: Date()) >= 0)
+        }
+    }
+
+    @Test func everyTruncationAndEveryByteFlipOfAnEncodedEntryIsRejected() {
+        let entry = CachedResponse(
+            status: 200, headers: ["Cache-Control": "max-age=60", "ETag": "\"x\""], body: Data("hello, world".utf8),
+            requestTime: Date(timeIntervalSince1970: 1), responseTime: Date(timeIntervalSince1970: 2),
+            varyValues: [.init(name: "accept", value: "a"), .init(name: "x-absent", value: nil)], credentials: "abc")
+        let encoded = entry.encoded()
+        #expect(CachedResponse(encoded: encoded) == entry)
+        for length in 0..<encoded.count {
+            #expect(CachedResponse(encoded: encoded.prefix(length)) == nil, "prefix \(length)")
+        }
+        for index in 0..<encoded.count {
+            var damaged = encoded
+            damaged[index] ^= 0x40
+            #expect(CachedResponse(encoded: damaged) == nil, "flip at \(index)")
+        }
+        var random = SplitMix64(state: 3)
+        for _ in 0..<2_000 {
+            let bytes = Data((0..<Int(random.next() % 200)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+            #expect(CachedResponse(encoded: Data("CNVC".utf8) + [1] + bytes) == nil)
+        }
+    }
+
+    @Test func theCredentialFingerprintIsStableOrderFreeAndNeverTheValue() {
+        let a = CredentialFingerprint.of(["Authorization": "Bearer secret-token", "Cookie": "s=1"])
+        let b = CredentialFingerprint.of(["cookie": "s=1", "X-Other": "z", "AUTHORIZATION": "Bearer secret-token"])
+        #expect(a == b && a.count == 64 && !a.contains("secret"))
+        #expect(a != CredentialFingerprint.of(["Authorization": "Bearer secret-tokem", "Cookie": "s=1"]))
+        #expect(CredentialFingerprint.of(["Accept": "x"]).isEmpty)
+    }
+}
