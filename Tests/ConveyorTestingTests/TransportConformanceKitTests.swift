@@ -41,7 +41,8 @@ import Testing
         let outcome = await TransportConformance.run(
             .cancellation, on: CancellationIgnoringTransport(inner: Self.healthy),
             options: .init(promptness: .seconds(1)))
-        #expect(failure(outcome)?.contains("expected .cancelled within 1.0 seconds, got no result") == true, "\(outcome)")
+        #expect(
+            failure(outcome)?.contains("expected .cancelled within 1.0 seconds, got no result") == true, "\(outcome)")
     }
 
     @Test func aKnownIssueThatShowsConformsAndOneThatNoLongerShowsAsksToRemoveTheMark() async {

@@ -223,7 +223,8 @@ extension ConformanceProbe {
         }
         try await expectClosed(connection: received.connection, after: "\(what) ended with .cancelled after \(elapsed)")
         return transport.honorsCancellation
-            ? nil : "it ends promptly when cancelled: its honorsCancellation could return true, saving a task per attempt"
+            ? nil
+            : "it ends promptly when cancelled: its honorsCancellation could return true, saving a task per attempt"
     }
 }
 

@@ -129,13 +129,14 @@
             #endif
             var offset = 0
             while offset < bytes.count {
-                let count = bytes.baseAddress.map { base in
-                    #if canImport(Glibc)
-                        Glibc.send(fd, base + offset, bytes.count - offset, flags)
-                    #else
-                        Darwin.send(fd, base + offset, bytes.count - offset, flags)
-                    #endif
-                } ?? 0
+                let count =
+                    bytes.baseAddress.map { base in
+                        #if canImport(Glibc)
+                            Glibc.send(fd, base + offset, bytes.count - offset, flags)
+                        #else
+                            Darwin.send(fd, base + offset, bytes.count - offset, flags)
+                        #endif
+                    } ?? 0
                 if count < 0, errno == EINTR { continue }
                 guard count > 0 else { return false }
                 offset += count

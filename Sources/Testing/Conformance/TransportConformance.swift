@@ -215,7 +215,7 @@ public enum TransportConformance {
         }
     }
 
-    /// Runs every check, one after the other, in ``Check/allCases`` order.
+    /// Runs every check, one after the other, in the order of `Check.allCases`.
     ///
     /// ```swift
     /// let failures = await TransportConformance.runAll(on: MyTransport()).filter { !$0.isConforming }
