@@ -24,6 +24,13 @@ public func show(_ error: NetworkError) {}
 
 // Docs/Testing.md
 public let mock = MockTransport()
+/// The transport the "Test your own transport" section checks (the page declares its own first).
+public struct MyTransport: HTTPTransport {
+    public init() {}
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        HTTPResponse(status: 200, request: request)
+    }
+}
 extension Bundle {
     /// What SwiftPM generates for a target with resources.
     public static var module: Bundle { .main }

@@ -1,0 +1,360 @@
+import ConveyorPipeline
+import Foundation
+
+#if canImport(Glibc) || canImport(Darwin)
+    /// One connection of the ``ConformanceServer``, served on a thread of its own: reads requests
+    /// (keep-alive), answers the kit's routes, and records what happened.
+    ///
+    /// | route | answer |
+    /// |---|---|
+    /// | `/echo` | 200, JSON: method, path, query, headers as `[name, value]` pairs in order, body length, the body in base64 when at most 64 KiB |
+    /// | `/status/N` | status N with the body `status N` (none for 204 and 304); never a `Location` |
+    /// | `/bytes?count=N[&chunked=1]` | N bytes of ``ConformancePattern``, written 64 KiB at a time |
+    /// | `/repeat-header` | 200 with two `X-Multi` fields (`one`, `two`) and `X-Mixed-CASE-Name: yes` |
+    /// | `/redirect?status=N&to=URL` | status N (302 by default) to `to` |
+    /// | `/redirect-chain?n=K` | 302 to `n=K-1` (other query items kept), until 200 at `n=0` |
+    /// | `/close-mid-body` | 200 with `Content-Length: 1000`, 100 bytes, then the server closes |
+    /// | `/garbage` | bytes that are not HTTP, then the server closes |
+    /// | `/stall` | nothing, until the client hangs up |
+    /// | `/stall-body` | 200 headers with `Content-Length: 1000`, then nothing until the client hangs up |
+    /// | anything else | 404 |
+    ///
+    /// Every answer has `Cache-Control: no-store`, so a session's cache never answers for the server.
+    final class ConformanceConnection {
+        private let fd: Int32
+        private let id: Int
+        private let listener: Int
+        private let server: ConformanceServer
+        /// Bytes read but not consumed yet.
+        private var pending: [UInt8] = []
+        private var path = ""
+        private var written = 0
+
+        init(fd: Int32, id: Int, listener: Int, server: ConformanceServer) {
+            self.fd = fd
+            self.id = id
+            self.listener = listener
+            self.server = server
+        }
+
+        /// Serves requests until either side closes.
+        func run() {
+            while let request = readRequest() {
+                path = request.path
+                written = 0
+                server.record(event(.requestReceived, request: request))
+                guard respond(to: request) else { return }
+                server.record(event(.responseWritten))
+                if request.headers["Connection"]?.lowercased() == "close" { return }
+            }
+        }
+
+        private func event(_ kind: ConformanceEvent.Kind, request: ConformanceRequest? = nil) -> ConformanceEvent {
+            ConformanceEvent(
+                kind: kind, connection: id, listener: listener, path: path, request: request, bytesWritten: written)
+        }
+
+        /// The client hung up (unless the server is stopping, which is not the client's doing).
+        private func clientClosed() {
+            if !server.isStopped { server.record(event(.closedByClient)) }
+        }
+
+        // MARK: Reading
+
+        /// More bytes into `pending`; `false` (and the event recorded) when the client closed.
+        private func fill() -> Bool {
+            guard let bytes = ConformanceSocket.receive(fd) else {
+                clientClosed()
+                return false
+            }
+            pending += bytes
+            return true
+        }
+
+        /// The bytes up to the next CRLF (excluded), or `nil` when the client closed first or the
+        /// line is absurdly long.
+        private func readLine(limit: Int = 65536) -> [UInt8]? {
+            var searched = 0
+            while true {
+                if let index = Self.crlf(in: pending, from: searched) {
+                    let line = Array(pending[..<index])
+                    pending.removeSubrange(..<(index + 2))
+                    return line
+                }
+                searched = max(0, pending.count - 1)
+                guard pending.count < limit, fill() else { return nil }
+            }
+        }
+
+        private static func crlf(in bytes: [UInt8], from start: Int) -> Int? {
+            var index = start
+            while index + 1 < bytes.count {
+                if bytes[index] == 13 && bytes[index + 1] == 10 { return index }
+                index += 1
+            }
+            return nil
+        }
+
+        private func readBytes(_ count: Int) -> Data? {
+            var body = Data(pending.prefix(count))
+            pending.removeFirst(min(count, pending.count))
+            while body.count < count {
+                guard let bytes = ConformanceSocket.receive(fd, capacity: min(1 << 18, count - body.count)) else {
+                    clientClosed()
+                    return nil
+                }
+                body.append(contentsOf: bytes)
+            }
+            return body
+        }
+
+        private func readRequest() -> ConformanceRequest? {
+            var line = readLine()
+            // RFC 9112: a server ignores empty lines before the request line.
+            while let empty = line, empty.isEmpty { line = readLine() }
+            guard let requestLine = line else { return nil }
+            let parts = String(decoding: requestLine, as: UTF8.self).split(separator: " ")
+            guard parts.count == 3 else { return nil }
+            let method = String(parts[0])
+            let target = String(parts[1])
+            var headers = HTTPHeaders()
+            while true {
+                guard let line = readLine() else { return nil }
+                if line.isEmpty { break }
+                let text = String(decoding: line, as: UTF8.self)
+                guard let colon = text.firstIndex(of: ":") else { return nil }
+                let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                headers.add(name: String(text[..<colon]), value: value)
+            }
+            if headers["Expect"]?.lowercased() == "100-continue" {
+                guard send("HTTP/1.1 100 Continue\r\n\r\n") else { return nil }
+            }
+            let body: Data
+            let framing: ConformanceRequest.Framing
+            if headers.values(for: "Transfer-Encoding").joined(separator: ",").lowercased().contains("chunked") {
+                guard let chunked = readChunkedBody() else { return nil }
+                (body, framing) = (chunked, .chunked)
+            } else if let length = headers["Content-Length"].flatMap({ Int($0) }), length >= 0 {
+                guard length <= 256 << 20, let read = readBytes(length) else { return nil }
+                (body, framing) = (read, .contentLength(length))
+            } else {
+                (body, framing) = (Data(), .none)
+            }
+            let (path, query) = Self.split(target)
+            return ConformanceRequest(
+                method: method, target: target, path: path, query: query, headers: headers, body: body,
+                framing: framing)
+        }
+
+        private func readChunkedBody() -> Data? {
+            var body = Data()
+            while true {
+                guard let line = readLine() else { return nil }
+                let sizeText = String(decoding: line, as: UTF8.self).split(separator: ";").first ?? ""
+                guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0,
+                    body.count + size <= 256 << 20
+                else { return nil }
+                if size == 0 {
+                    // Trailers, up to the empty line.
+                    while true {
+                        guard let trailer = readLine() else { return nil }
+                        if trailer.isEmpty { return body }
+                    }
+                }
+                guard let chunk = readBytes(size), let end = readLine(), end.isEmpty else { return nil }
+                body.append(chunk)
+            }
+        }
+
+        static func split(_ target: String) -> (path: String, query: [String: String]) {
+            guard let mark = target.firstIndex(of: "?") else { return (target, [:]) }
+            var query: [String: String] = [:]
+            for item in target[target.index(after: mark)...].split(separator: "&") {
+                let pair = item.split(separator: "=", maxSplits: 1).map {
+                    String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0)
+                }
+                if let name = pair.first { query[name] = pair.count > 1 ? pair[1] : "" }
+            }
+            return (String(target[..<mark]), query)
+        }
+
+        // MARK: Writing
+
+        /// `false` (and the event recorded) when the client closed.
+        private func send(_ bytes: some ContiguousBytes) -> Bool {
+            let sent = bytes.withUnsafeBytes { ConformanceSocket.send(fd, $0) }
+            if sent {
+                written += bytes.withUnsafeBytes(\.count)
+            } else {
+                clientClosed()
+            }
+            return sent
+        }
+
+        private func send(_ text: String) -> Bool { send(Array(text.utf8)) }
+
+        private func head(_ status: Int, _ fields: [(String, String)]) -> String {
+            var text = "HTTP/1.1 \(status) \(Self.reason(status))\r\nCache-Control: no-store\r\n"
+            for (name, value) in fields { text += "\(name): \(value)\r\n" }
+            return text + "\r\n"
+        }
+
+        /// A whole response with `Content-Length`; HEAD gets the headers only.
+        private func reply(
+            _ status: Int, body: Data = Data(), type: String = "text/plain", _ fields: [(String, String)] = [],
+            to request: ConformanceRequest
+        ) -> Bool {
+            var all = fields
+            if status != 204 && status != 304 {
+                all += [("Content-Type", type), ("Content-Length", "\(body.count)")]
+            }
+            guard send(head(status, all)) else { return false }
+            if request.method == "HEAD" || body.isEmpty || status == 204 || status == 304 { return true }
+            return send(body)
+        }
+
+        /// Answers; `false` when the connection must end.
+        private func respond(to request: ConformanceRequest) -> Bool {
+            let query = request.query
+            let segments = request.path.split(separator: "/")
+            switch request.path {
+            case "/echo":
+                return reply(200, body: request.echo, type: "application/json", to: request)
+            case _ where segments.count == 2 && segments[0] == "status":
+                let status = Int(segments[1]).map { min(max($0, 200), 599) } ?? 500
+                let body = status == 204 || status == 304 ? Data() : Data("status \(status)".utf8)
+                return reply(status, body: body, to: request)
+            case "/bytes":
+                let count = query["count"].flatMap { Int($0) }.map { min(max($0, 0), 1 << 30) } ?? 0
+                return stream(count, chunked: query["chunked"] == "1", request: request)
+            case "/repeat-header":
+                let fields = [("X-Multi", "one"), ("X-Multi", "two"), ("X-Mixed-CASE-Name", "yes")]
+                return reply(200, body: Data("ok".utf8), fields, to: request)
+            case "/redirect":
+                let status = query["status"].flatMap { Int($0) } ?? 302
+                return reply(status, [("Location", query["to"] ?? "/echo")], to: request)
+            case "/redirect-chain":
+                let left = query["n"].flatMap { Int($0) } ?? 0
+                guard left > 0 else { return reply(200, body: Data("chain end".utf8), to: request) }
+                var items = query.filter { $0.key != "n" }.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                items.insert("n=\(left - 1)", at: 0)
+                return reply(302, [("Location", "/redirect-chain?" + items.joined(separator: "&"))], to: request)
+            case "/close-mid-body":
+                let head = head(200, [("Content-Type", "application/octet-stream"), ("Content-Length", "1000")])
+                _ = send(head) && send(ConformancePattern.bytes(count: 100))
+                return false
+            case "/garbage":
+                _ = send([0x00, 0xFF] + Array("THIS IS NOT HTTP\r\n\r\n".utf8))
+                return false
+            case "/stall":
+                drainUntilClosed()
+                return false
+            case "/stall-body":
+                let head = head(200, [("Content-Type", "application/octet-stream"), ("Content-Length", "1000")])
+                if send(head) { drainUntilClosed() }
+                return false
+            default:
+                return reply(404, body: Data("not found".utf8), to: request)
+            }
+        }
+
+        /// Reads and drops whatever comes until the client closes (or the server stops).
+        private func drainUntilClosed() {
+            while ConformanceSocket.receive(fd) != nil {}
+            clientClosed()
+        }
+
+        private func stream(_ count: Int, chunked: Bool, request: ConformanceRequest) -> Bool {
+            let framing = chunked ? ("Transfer-Encoding", "chunked") : ("Content-Length", "\(count)")
+            guard send(head(200, [("Content-Type", "application/octet-stream"), framing])) else { return false }
+            if request.method == "HEAD" { return true }
+            var offset = 0
+            while offset < count {
+                let piece = ConformancePattern.slice(from: offset, count: min(65536, count - offset))
+                if chunked {
+                    guard send(String(piece.count, radix: 16) + "\r\n"), send(piece), send("\r\n") else { return false }
+                } else {
+                    guard send(piece) else { return false }
+                }
+                offset += piece.count
+            }
+            return chunked ? send("0\r\n\r\n") : true
+        }
+
+        private static func reason(_ status: Int) -> String {
+            switch status {
+            case 200: "OK"
+            case 201: "Created"
+            case 204: "No Content"
+            case 301: "Moved Permanently"
+            case 302: "Found"
+            case 303: "See Other"
+            case 307: "Temporary Redirect"
+            case 308: "Permanent Redirect"
+            case 400: "Bad Request"
+            case 401: "Unauthorized"
+            case 404: "Not Found"
+            case 418: "I'm a teapot"
+            case 500: "Internal Server Error"
+            case 503: "Service Unavailable"
+            default: "Status"
+            }
+        }
+    }
+#endif
+
+/// The bytes the kit sends and expects: a fixed pseudo-random run of 65,521 bytes (a prime, so a
+/// chunk dropped, repeated or moved by a multiple of any power-of-two buffer size shows),
+/// repeated.
+enum ConformancePattern {
+    static let period = 65521
+
+    static let unit: Data = {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        var bytes = [UInt8](repeating: 0, count: period)
+        for index in bytes.indices {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            bytes[index] = UInt8(truncatingIfNeeded: state >> 24)
+        }
+        return Data(bytes)
+    }()
+
+    /// `count` bytes of the pattern starting at `offset`.
+    static func slice(from offset: Int, count: Int) -> Data {
+        var result = Data(capacity: count)
+        var position = offset % period
+        while result.count < count {
+            let take = min(period - position, count - result.count)
+            result.append(unit[position..<(position + take)])
+            position = 0
+        }
+        return result
+    }
+
+    /// The first `count` bytes of the pattern.
+    static func bytes(count: Int) -> Data { slice(from: 0, count: count) }
+}
+
+extension ConformanceRequest {
+    private struct Echo: Encodable {
+        var method: String
+        var path: String
+        var query: [String: String]
+        var headers: [[String]]
+        var bodyLength: Int
+        var bodyBase64: String?
+    }
+
+    /// What `/echo` answers: JSON (sorted keys) of the method, path, query, every header field
+    /// as a `[name, value]` pair in order, the body's length and, up to 64 KiB, the body in base64.
+    var echo: Data {
+        let echo = Echo(
+            method: method, path: path, query: query, headers: headers.map { [$0.name, $0.value] },
+            bodyLength: body.count, bodyBase64: body.count <= 65536 ? body.base64EncodedString() : nil)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return (try? encoder.encode(echo)) ?? Data("{}".utf8)
+    }
+}

@@ -1,0 +1,158 @@
+import Conveyor
+import ConveyorPipeline
+import Foundation
+
+/// Redirects and server faults.
+extension ConformanceProbe {
+    /// The name the kit adds to ``SensitiveHeaders`` at run time.
+    static let addedCredentialName = "X-Conformance-Credential"
+
+    /// One credential per kind, and a header that is not one. The values are made up, but are
+    /// treated as secrets all the same: messages name the fields, never print them.
+    private static func credentials() -> HTTPHeaders {
+        SensitiveHeaders.add([addedCredentialName])
+        return [
+            "Authorization": "Bearer conformance-token-5e1f",
+            "Cookie": "session=conformance-cookie-9a2c",
+            "X-API-Key": "conformance-key-77b0",
+            addedCredentialName: "conformance-credential-d4e8",
+            "X-Ordinary": "kept",
+        ]
+    }
+
+    /// The credential fields of `sent` whose values arrived in `arrived` (in any field of that
+    /// name, alone or joined with others).
+    private static func forwarded(_ sent: HTTPHeaders, in arrived: ConformanceRequest) -> [String] {
+        sent.filter { SensitiveHeaders.contains($0.name) }.filter { field in
+            arrived.headers.values(for: field.name).contains { $0.contains(field.value) }
+        }.map(\.name)
+    }
+
+    func sameOriginRedirect() async throws(ConformanceFailure) -> String? {
+        let headers = Self.credentials()
+        let target = redirect(302, to: "/echo?from=same-origin")
+        let what = "a same-origin 302"
+        let response = try await response(HTTPRequest(url: server.url(target), headers: headers), "GET \(target)")
+        guard response.status == 200 else {
+            throw ConformanceFailure("\(what) was not followed: got status \(response.status)")
+        }
+        let arrived = try await arrived("/echo?from=same-origin", what)
+        let kept = Self.forwarded(headers, in: arrived)
+        let dropped = headers.filter { SensitiveHeaders.contains($0.name) }.map(\.name).filter { !kept.contains($0) }
+        guard dropped.isEmpty else {
+            throw ConformanceFailure(
+                "\(what) dropped \(dropped.joined(separator: ", ")): credentials stay with their origin, "
+                    + "and this is the same origin")
+        }
+        guard arrived.headers["X-Ordinary"] == "kept" else { throw ConformanceFailure("\(what) dropped X-Ordinary") }
+        return nil
+    }
+
+    func crossOriginRedirect() async throws(ConformanceFailure) -> String? {
+        let headers = Self.credentials()
+        for status in [302, 307] {
+            let landing = "/echo?from=\(status)"
+            let target = redirect(status, to: server.url(landing, listener: 1).absoluteString)
+            let what = "a \(status) to another origin (port \(server.ports[1]) instead of \(server.ports[0]))"
+            let response = try await response(HTTPRequest(url: server.url(target), headers: headers), "GET \(target)")
+            guard response.status == 200 else {
+                throw ConformanceFailure("\(what) was not followed: got status \(response.status)")
+            }
+            let arrived = try await arrived(landing, listener: 1, what)
+            let forwarded = Self.forwarded(headers, in: arrived)
+            guard forwarded.isEmpty else {
+                throw ConformanceFailure(
+                    "\(what) forwarded \(forwarded.joined(separator: ", ")): every SensitiveHeaders name must be "
+                        + "dropped on a redirect to another origin")
+            }
+            guard arrived.headers["X-Ordinary"] == "kept" else {
+                throw ConformanceFailure("\(what) dropped X-Ordinary, which is not a credential")
+            }
+        }
+        return nil
+    }
+
+    func redirectMethods() async throws(ConformanceFailure) -> String? {
+        let body = Data("a body that must survive 307 and 308".utf8)
+        for status in [303, 307, 308] {
+            let landing = "/echo?after=\(status)"
+            let target = redirect(status, to: landing)
+            let what = "POST with a body, redirected by \(status)"
+            let request = HTTPRequest(
+                method: .post, url: server.url(target), headers: ["Content-Type": "text/plain"], body: body)
+            let response = try await response(request, what)
+            guard response.status == 200 else {
+                throw ConformanceFailure("\(what) was not followed: got status \(response.status)")
+            }
+            let arrived = try await arrived(landing, what)
+            if status == 303 {
+                guard arrived.method == "GET", arrived.body.isEmpty else {
+                    throw ConformanceFailure(
+                        "\(what) arrived as \(arrived.method) with \(arrived.body.count) bytes: 303 means GET, "
+                            + "without the body")
+                }
+            } else {
+                guard arrived.method == "POST", arrived.body == body else {
+                    throw ConformanceFailure(
+                        "\(what) arrived as \(arrived.method) with \(arrived.body.count) of \(body.count) bytes: "
+                            + "\(status) keeps the method and the body")
+                }
+            }
+        }
+        return nil
+    }
+
+    func redirectLimit() async throws(ConformanceFailure) -> String? {
+        let limit = options.maximumRedirects
+        let allowed = "/redirect-chain?n=\(limit)&run=allowed"
+        let response = try await response(
+            HTTPRequest(url: server.url(allowed)), "a chain of \(limit) redirects (Options.maximumRedirects)")
+        guard response.status == 200 else {
+            throw ConformanceFailure(
+                "a chain of \(limit) redirects (Options.maximumRedirects) ended with status \(response.status)")
+        }
+        let over = "/redirect-chain?n=\(limit + 1)&run=over"
+        let (result, _) = await send(HTTPRequest(url: server.url(over)))
+        guard case .failure(.tooManyRedirects) = result else {
+            let followed = server.events.filter { $0.kind == .requestReceived && $0.request?.query["run"] == "over" }
+            throw ConformanceFailure(
+                "a chain of \(limit + 1) redirects: expected .tooManyRedirects, got \(result.summary) after "
+                    + "\(max(0, followed.count - 1)) redirects were followed")
+        }
+        return nil
+    }
+
+    func closeMidBody() async throws(ConformanceFailure) -> String? {
+        let (result, _) = await send(HTTPRequest(url: server.url("/close-mid-body")))
+        switch result {
+        case .failure(let error): return "ends with \(ConformanceResult.name(error))"
+        case .response(let response):
+            throw ConformanceFailure(
+                "a connection closed after 100 of 1000 promised body bytes came back as a response (status "
+                    + "\(response.status), \(response.body.count) bytes): a truncated body must be an error")
+        case .stillRunning:
+            throw ConformanceFailure("a connection closed mid-body: no result within \(Self.hangLimit)")
+        }
+    }
+
+    func garbageResponse() async throws(ConformanceFailure) -> String? {
+        let (result, _) = await send(HTTPRequest(url: server.url("/garbage")))
+        switch result {
+        case .failure(.transportFailed), .failure(.connectionFailed):
+            return result.summary
+        default:
+            throw ConformanceFailure(
+                "bytes that are not HTTP: expected .transportFailed or .connectionFailed, got \(result.summary)")
+        }
+    }
+
+    func connectionRefused() async throws(ConformanceFailure) -> String? {
+        let url = URL(string: "http://127.0.0.1:\(server.refusingPort)/refused") ?? server.url("/refused")
+        let (result, _) = await send(HTTPRequest(url: url))
+        guard case .failure(.connectionFailed) = result else {
+            throw ConformanceFailure(
+                "a port nothing listens on: expected .connectionFailed, got \(result.summary)")
+        }
+        return nil
+    }
+}

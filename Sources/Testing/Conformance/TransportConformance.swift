@@ -1,0 +1,232 @@
+public import Conveyor
+
+/// A conformance kit for ``Conveyor/HTTPTransport``: runs a transport, yours included, against
+/// a loopback HTTP/1.1 server and reports, check by check, whether it behaves as the transport
+/// contract says.
+///
+/// The kit starts its own server on 127.0.0.1 (two free ports, so that a redirect from one to
+/// the other crosses origins) for every check and never contacts another address. It calls
+/// ``Conveyor/HTTPTransport/send(_:)`` directly, and judges every error the way
+/// ``Conveyor/NetworkClient`` does, through ``Conveyor/NetworkError/init(transportError:)``.
+/// It returns outcomes instead of asserting, so it works with any test framework:
+///
+/// ```swift
+/// @Test(arguments: TransportConformance.Check.allCases)
+/// func myTransportConforms(_ check: TransportConformance.Check) async {
+///     let outcome = await TransportConformance.run(check, on: MyTransport())
+///     #expect(outcome.isConforming, "\(outcome)")
+/// }
+/// ```
+///
+/// A check your transport fails for a reason you cannot fix (a platform bug) can be marked as a
+/// ``KnownIssue``: it then still runs, and is reported as conforming while the bug shows, and
+/// as ``Outcome/Status/knownIssueFixed(_:)`` (not conforming) once it no longer does, so the mark
+/// does not outlive the bug.
+///
+/// The contract each check enforces is in the `Testing` guide, "Test your own transport".
+/// The checks add one name, `X-Conformance-Credential`, to ``Conveyor/SensitiveHeaders`` (to
+/// prove that a name added at run time is stripped too); outcomes never print a credential.
+/// Timing bounds are upper bounds for hang detection, never waits: a conforming transport
+/// finishes each check as fast as it can.
+public enum TransportConformance {
+    /// One property of the transport contract.
+    public enum Check: String, CaseIterable, Sendable, CustomStringConvertible {
+        /// GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS and a custom token (`PURGE`) arrive as
+        /// sent; HEAD returns no body.
+        case methods
+        /// Request bodies (empty, small, all 256 byte values, 8 MB) arrive intact, framed by the
+        /// right `Content-Length` (or chunked).
+        case requestBodies
+        /// A repeated request field arrives as two fields or as one joined with `", "`; a
+        /// mixed-case name arrives; values are kept byte for byte.
+        case requestHeaders
+        /// A repeated response field is readable as both values (two fields or joined); lookup
+        /// ignores case.
+        case responseHeaders
+        /// 200, 201, 204, 301 without `Location`, 400, 401, 404, 418, 500 and 503 come back as
+        /// responses with their bodies, never as thrown errors.
+        case statusCodes
+        /// A 16 MB body (`Content-Length`) and a 1 MiB chunked body arrive intact.
+        case largeResponse
+        /// A 64 MiB body with `maxResponseSize` of 1 MiB fails with
+        /// ``Conveyor/NetworkError/responseTooLarge(limit:)`` promptly, and the transfer stops:
+        /// the server sees the connection closed.
+        case responseSizeLimit
+        /// A request with a 1 s timeout to a server that never answers fails with
+        /// ``Conveyor/NetworkError/timedOut`` within the timeout plus ``Options/promptness``,
+        /// and the connection is closed.
+        case timeout
+        /// A request whose task is cancelled once the server has it fails with
+        /// ``Conveyor/NetworkError/cancelled`` within ``Options/promptness``, and the
+        /// connection is closed within ``Options/promptness``.
+        case cancellation
+        /// A same-origin 302 keeps every header, credentials included.
+        case sameOriginRedirect
+        /// A cross-origin 302 and 307 drop every ``Conveyor/SensitiveHeaders`` name
+        /// (`Authorization`, `Cookie`, `X-API-Key`, a name added at run time) and keep the others.
+        case crossOriginRedirect
+        /// A 303 turns a POST into a GET without a body; 307 and 308 keep the method and body.
+        case redirectMethods
+        /// A chain of ``Options/maximumRedirects`` redirects succeeds; one more fails with
+        /// ``Conveyor/NetworkError/tooManyRedirects``.
+        case redirectLimit
+        /// A connection closed after 100 of 1000 promised body bytes is an error, never a
+        /// truncated success.
+        case closeMidBody
+        /// Bytes that are not HTTP fail with ``Conveyor/NetworkError/transportFailed(_:)`` or
+        /// ``Conveyor/NetworkError/connectionFailed(_:)``, with no crash and no hang.
+        case garbageResponse
+        /// Response headers and then silence, with a 1 s timeout, fail with
+        /// ``Conveyor/NetworkError/timedOut``, and the connection is closed.
+        case stalledBody
+        /// A port nothing listens on fails with ``Conveyor/NetworkError/connectionFailed(_:)``.
+        case connectionRefused
+
+        /// The check's name, for example `crossOriginRedirect`.
+        public var description: String { rawValue }
+    }
+
+    /// How to run the checks.
+    public struct Options: Sendable {
+        /// How many redirects the transport under test is configured to follow (10 for
+        /// ``Conveyor/URLSessionTransport``'s default).
+        public var maximumRedirects: Int
+        /// The upper bound for "ends promptly": after a cancellation, past a timeout, and for the
+        /// server to see a connection closed. 5 s by default: generous, so a loaded machine does
+        /// not fail a conforming transport; it bounds a hang, it is never waited for.
+        public var promptness: Duration
+        /// Checks the transport under test is known to fail, with why.
+        public var knownIssues: [Check: KnownIssue]
+
+        /// Creates options.
+        /// - Parameters:
+        ///   - maximumRedirects: How many redirects the transport follows.
+        ///   - promptness: The upper bound for "ends promptly".
+        ///   - knownIssues: Checks the transport is known to fail.
+        public init(
+            maximumRedirects: Int = 10, promptness: Duration = .seconds(5), knownIssues: [Check: KnownIssue] = [:]
+        ) {
+            self.maximumRedirects = max(0, maximumRedirects)
+            self.promptness = promptness
+            self.knownIssues = knownIssues
+        }
+    }
+
+    /// Why a transport is known to fail a check: a platform bug, or a limitation by design.
+    ///
+    /// ```swift
+    /// let options = TransportConformance.Options(knownIssues: [
+    ///     .cancellation: .init(reason: "a cancelled task keeps its connection", reference: "swift-corelibs-foundation#3296"),
+    /// ])
+    /// ```
+    public struct KnownIssue: Sendable, Hashable, CustomStringConvertible {
+        /// What goes wrong and why.
+        public let reason: String
+        /// Where it is tracked: an issue (`owner/repo#123`), a URL, or a documented limitation.
+        public let reference: String
+
+        /// Creates a known issue.
+        /// - Parameters:
+        ///   - reason: What goes wrong and why.
+        ///   - reference: Where it is tracked.
+        public init(reason: String, reference: String) {
+            self.reason = reason
+            self.reference = reference
+        }
+
+        /// `reason (reference)`.
+        public var description: String { "\(reason) (\(reference))" }
+    }
+
+    /// What one check found.
+    public struct Outcome: Sendable, CustomStringConvertible {
+        /// How a check ended.
+        public enum Status: Sendable, Hashable {
+            /// The transport behaved as the contract says.
+            case passed
+            /// It did not; the message says what was sent, what came back, and what should have.
+            case failed(String)
+            /// The check failed as a known issue says it would; `observed` is the failure.
+            case knownIssue(KnownIssue, observed: String)
+            /// The check is marked as a known issue but passed: remove the mark.
+            case knownIssueFixed(KnownIssue)
+            /// The check could not run here (no POSIX sockets, or the loopback server could not
+            /// start); the message says why.
+            case skipped(String)
+        }
+
+        /// The check.
+        public let check: Check
+        /// How it ended.
+        public let status: Status
+        /// What the kit saw where the contract allows more than one behavior (a repeated field
+        /// as two fields or joined), or `nil`.
+        public let detail: String?
+
+        /// Whether the transport conforms: ``Status/passed`` or ``Status/knownIssue(_:observed:)``.
+        public var isConforming: Bool {
+            switch status {
+            case .passed, .knownIssue: true
+            case .failed, .knownIssueFixed, .skipped: false
+            }
+        }
+
+        /// One line: the check, how it ended, and why. Never a credential.
+        public var description: String {
+            let text: String
+            switch status {
+            case .passed: text = "passed"
+            case .failed(let message): text = "failed: \(message)"
+            case .knownIssue(let issue, let observed):
+                text = "known issue, \(issue): \(observed)"
+            case .knownIssueFixed(let issue):
+                text = "passed although marked as a known issue (\(issue)): remove the mark"
+            case .skipped(let reason): text = "skipped: \(reason)"
+            }
+            return "\(check): \(text)" + (detail.map { " [\($0)]" } ?? "")
+        }
+    }
+
+    /// Runs one check against a transport.
+    ///
+    /// ```swift
+    /// let outcome = await TransportConformance.run(.crossOriginRedirect, on: URLSessionTransport())
+    /// print(outcome)   // crossOriginRedirect: passed
+    /// ```
+    /// - Parameters:
+    ///   - check: The check.
+    ///   - transport: The transport under test, configured as your app uses it.
+    ///   - options: Redirect limit, time bound and known issues.
+    /// - Returns: What the check found; it never throws, traps or hangs past its bounds.
+    public static func run(_ check: Check, on transport: some HTTPTransport, options: Options = .init()) async
+        -> Outcome
+    {
+        let found = await ConformanceCheck.run(check, on: transport, options: options)
+        guard let issue = options.knownIssues[check] else {
+            return Outcome(check: check, status: found.status, detail: found.detail)
+        }
+        switch found.status {
+        case .failed(let message):
+            return Outcome(check: check, status: .knownIssue(issue, observed: message), detail: found.detail)
+        case .passed:
+            return Outcome(check: check, status: .knownIssueFixed(issue), detail: found.detail)
+        default:
+            return Outcome(check: check, status: found.status, detail: found.detail)
+        }
+    }
+
+    /// Runs every check, one after the other, in the order of `Check.allCases`.
+    ///
+    /// ```swift
+    /// let failures = await TransportConformance.runAll(on: MyTransport()).filter { !$0.isConforming }
+    /// ```
+    /// - Parameters:
+    ///   - transport: The transport under test.
+    ///   - options: Redirect limit, time bound and known issues.
+    /// - Returns: One outcome per check.
+    public static func runAll(on transport: some HTTPTransport, options: Options = .init()) async -> [Outcome] {
+        var outcomes: [Outcome] = []
+        for check in Check.allCases { outcomes.append(await run(check, on: transport, options: options)) }
+        return outcomes
+    }
+}
