@@ -32,9 +32,9 @@ public import ConveyorPipeline
 ///   `.excluding(.type(DeduplicationBehavior.self))`.
 ///
 /// Every copy of a value shares one table of calls in flight: create the behavior once, in the
-/// client's list (a behavior made per request shares nothing). Its descriptions never show a
-/// request or a header.
-public struct DeduplicationBehavior: RequestBehavior, CustomReflectable {
+/// client's list (a behavior made per request shares nothing). Neither its description nor
+/// `dump` shows a request or a header.
+public struct DeduplicationBehavior: RequestBehavior {
     /// `X-Request-ID`, `X-Correlation-ID`, `traceparent`, `tracestate` and `Idempotency-Key`:
     /// headers that differ on every request without changing what the server answers.
     public static let defaultIgnoredHeaders = [
@@ -72,10 +72,5 @@ public struct DeduplicationBehavior: RequestBehavior, CustomReflectable {
         guard request.method == .get || request.method == .head else { return try await next(request) }
         let key = CallKey(request, ignoring: ignoredHeaders)
         return try await calls.join(key, request: request, next: next).get()
-    }
-
-    /// The ignored header names and how many calls are in flight; never a request or a header value.
-    public var customMirror: Mirror {
-        Mirror(self, children: ["ignoredHeaders": ignoredHeaders, "callsInFlight": calls.count], displayStyle: .struct)
     }
 }
