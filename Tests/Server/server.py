@@ -25,6 +25,15 @@ def bump(name, reset=False):
         return counters[name]
 
 
+held_events = {}
+
+
+def held_event(name):
+    """The event /held/<name> requests wait on (de-duplication routes)."""
+    with counters_lock:
+        return held_events.setdefault(name, threading.Event())
+
+
 gzip_cache = {}
 
 
@@ -109,6 +118,19 @@ class Handler(BaseHTTPRequestHandler):
         elif len(parts) >= 2 and parts[0] == "counter":
             count = bump("counter/" + parts[1], reset=parts[-1] == "reset" and len(parts) == 3)
             self.send(200, {"name": parts[1], "count": count})
+        # --- De-duplication routes (DeduplicationBehavior end-to-end test) -----------------------
+        # /held/<name>          counts a hit, then waits until /held/<name>/release (30 s at most)
+        # /held/<name>/release  lets every held and later /held/<name> request answer at once
+        # /held/<name>/hits     how many /held/<name> requests arrived, without counting itself
+        elif len(parts) == 3 and parts[0] == "held" and parts[2] in ("release", "hits"):
+            if parts[2] == "release":
+                held_event(parts[1]).set()
+            self.send(200, {"name": parts[1], "hits": counters.get("held/" + parts[1], 0)})
+        elif len(parts) == 2 and parts[0] == "held":
+            count = bump("held/" + parts[1])
+            held_event(parts[1]).wait(30)
+            self.send(200, {"name": parts[1], "count": count})
+        # --- end of the de-duplication routes ---------------------------------------------------
         elif len(parts) >= 2 and parts[0] == "flaky":
             if len(parts) == 3 and parts[2] == "reset":
                 bump("flaky/" + parts[1], reset=True)
