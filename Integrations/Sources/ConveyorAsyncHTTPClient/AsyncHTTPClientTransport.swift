@@ -114,6 +114,9 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     public func send(_ request: Conveyor.HTTPRequest) async throws -> Conveyor.HTTPResponse {
         let timeout = (request.timeout ?? defaultTimeout).clampedToTimeAmount
         let deadline = NIODeadline.now() + timeout
+        // AsyncHTTPClient's deadline ends the wait for the response's head, not for its body: the
+        // body is read against the same deadline on this clock.
+        let bodyDeadline = ContinuousClock.now + .nanoseconds(timeout.nanoseconds)
         var current = request
         var redirects = 0
         do {
@@ -121,7 +124,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                 let response = try await client.execute(Self.clientRequest(for: current), deadline: deadline)
                 guard response.history.count <= 1 else { throw Self.followedRedirectsError }
                 guard let target = Self.redirectTarget(of: response, from: current.url) else {
-                    return try await Self.collect(response, for: request)
+                    return try await Self.collect(response, for: request, until: bodyDeadline)
                 }
                 // The 3xx's own body is not wanted; dropping it unread makes AsyncHTTPClient
                 // close that connection, so read a little to keep it reusable.
@@ -190,22 +193,38 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
 
     // MARK: - Responses
 
-    /// Collects the body, stopping as soon as it passes the request's limit.
-    static func collect(_ response: HTTPClientResponse, for request: Conveyor.HTTPRequest) async throws
-        -> Conveyor.HTTPResponse
-    {
+    /// Collects the body by `deadline`, stopping as soon as it passes the request's limit. At the
+    /// deadline the read is cancelled (AsyncHTTPClient then closes the connection): `.timedOut`.
+    static func collect(
+        _ response: HTTPClientResponse, for request: Conveyor.HTTPRequest, until deadline: ContinuousClock.Instant
+    ) async throws -> Conveyor.HTTPResponse {
         let limit = request.maxResponseSize
         if let limit, let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
             throw NetworkError.responseTooLarge(limit: limit)
         }
+        let body = try await withThrowingTaskGroup(of: Data?.self) { group in
+            group.addTask { try await readBody(response, limit: limit) }
+            group.addTask {
+                try await Task.sleep(until: deadline, clock: .continuous)
+                return nil  // the deadline passed first
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let body = first else { throw NetworkError.timedOut }
+            return body
+        }
+        var headers = Conveyor.HTTPHeaders()
+        for (name, value) in response.headers { headers.add(name: name, value: value) }
+        return Conveyor.HTTPResponse(status: Int(response.status.code), headers: headers, body: body, request: request)
+    }
+
+    /// Reads the whole body, failing as soon as it passes `limit`.
+    static func readBody(_ response: HTTPClientResponse, limit: Int?) async throws -> Data {
         var body = Data()
         for try await chunk in response.body {
             if let limit, body.count + chunk.readableBytes > limit { throw NetworkError.responseTooLarge(limit: limit) }
             chunk.withUnsafeReadableBytes { body.append(contentsOf: $0) }
         }
-        var headers = Conveyor.HTTPHeaders()
-        for (name, value) in response.headers { headers.add(name: name, value: value) }
-        return Conveyor.HTTPResponse(status: Int(response.status.code), headers: headers, body: body, request: request)
+        return body
     }
 
     // MARK: - Errors
