@@ -88,6 +88,8 @@ final class DataTaskExchange: Sendable {
         var size = 0
         /// The transport stopped following redirects at its limit.
         var tooManyRedirects = false
+        /// A redirect the transport follows itself (see ``followManually(to:redirectsSoFar:)``).
+        var manualRedirect: ManualRedirect?
         /// Phases seen so far, as durations since `started`.
         var firstByte: Duration?
         var requestSent: Duration?
@@ -106,9 +108,19 @@ final class DataTaskExchange: Sendable {
     /// When the exchange began: the origin of its ``TransferTimings``.
     private let started = ContinuousClock.now
 
-    init(request: HTTPRequest, session: URLSession) {
+    /// Redirects followed by earlier exchanges of the same attempt (``URLSessionTransport``
+    /// follows some itself), counted against its limit.
+    let redirectsBefore: Int
+
+    init(request: HTTPRequest, session: URLSession, redirectsBefore: Int = 0) {
         self.request = request
         self.session = session
+        self.redirectsBefore = redirectsBefore
+    }
+
+    /// The task ends at this redirect, which the transport then sends itself.
+    func followManually(to target: URL, redirectsSoFar: Int) {
+        state.withLock { $0.manualRedirect = ManualRedirect(target: target, redirectsSoFar: redirectsSoFar) }
     }
 
     /// The response's head arrived.
@@ -184,9 +196,9 @@ final class DataTaskExchange: Sendable {
     func complete(response: URLResponse?, error: (any Error)?) {
         completing.withLock { $0 = true }
         if let error { return finish(.failure(error), cancellingTask: false) }
-        if state.withLock({ $0.tooManyRedirects }) {
-            return finish(.failure(NetworkError.tooManyRedirects), cancellingTask: false)
-        }
+        let (tooManyRedirects, manualRedirect) = state.withLock { ($0.tooManyRedirects, $0.manualRedirect) }
+        if tooManyRedirects { return finish(.failure(NetworkError.tooManyRedirects), cancellingTask: false) }
+        if let manualRedirect { return finish(.failure(manualRedirect), cancellingTask: false) }
         guard let http = response as? HTTPURLResponse else {
             return finish(.failure(NetworkError.transportFailed(NotHTTPResponseError())), cancellingTask: false)
         }
@@ -290,6 +302,13 @@ func headerDictionary(_ headers: HTTPHeaders) -> [String: String] {
         fields[existing, default: ""] += separator + field.value
     }
     return fields
+}
+
+/// A redirect that ``URLSessionTransport`` follows with a new data task (a 307/308 with a body on
+/// Linux); never seen outside the transport.
+struct ManualRedirect: Error {
+    let target: URL
+    let redirectsSoFar: Int
 }
 
 /// The transport received a response that is not HTTP.

@@ -75,10 +75,27 @@ public final class URLSessionTransport: HTTPTransport {
     /// - Returns: The response, whatever its status.
     /// - Throws: `URLError`, mapped by the client to ``NetworkError``.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let exchange = DataTaskExchange(request: request, session: session)
-        let task = session.dataTask(with: ConveyorClientSend.urlRequest(for: request))
-        delegate.register(exchange, for: task)
-        return try await exchange.run(task)
+        var hop = request
+        var redirectsSoFar = 0
+        while true {
+            let exchange = DataTaskExchange(request: hop, session: session, redirectsBefore: redirectsSoFar)
+            let task = session.dataTask(with: ConveyorClientSend.urlRequest(for: hop))
+            delegate.register(exchange, for: task)
+            do {
+                var response = try await exchange.run(task)
+                response.request = request
+                return response
+            } catch let redirect as ManualRedirect {
+                // A 307/308 with a body, followed here (see the delegate): same method and body,
+                // no credential header if the target is another origin.
+                let target = redirect.target
+                if !SessionDelegate.sameOrigin(hop.url, target) {
+                    for name in Set(hop.headers.map(\.name)) where SensitiveHeaders.contains(name) { hop.headers[name] = nil }
+                }
+                hop.url = target
+                redirectsSoFar = redirect.redirectsSoFar
+            }
+        }
     }
 
     /// `true`: a cancelled call returns at once, whatever the session is doing.
@@ -155,7 +172,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
         lock.lock()
-        let count = redirects[task.taskIdentifier, default: 0] + 1
+        let count = redirects[task.taskIdentifier, default: exchanges[task.taskIdentifier]?.redirectsBefore ?? 0] + 1
         redirects[task.taskIdentifier] = count
         lock.unlock()
         guard count <= maximumRedirects else {
@@ -163,6 +180,19 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
             completionHandler(nil)  // end the task with the 3xx; the exchange reports the cap
             return
         }
+        #if canImport(FoundationNetworking)
+            // 307 and 308 keep the method and the body (RFC 9110 §15.4.8–9), but FoundationNetworking
+            // clears the body of every redirected request, whatever the delegate returns
+            // (swift-corelibs-foundation PR #2948): a redirected POST would arrive empty. So the
+            // task stops here, and the transport sends the next hop itself, body included.
+            if response.statusCode == 307 || response.statusCode == 308, let target = request.url,
+                let exchange = exchange(for: task), exchange.request.body?.isEmpty == false
+            {
+                exchange.followManually(to: target, redirectsSoFar: count)
+                completionHandler(nil)
+                return
+            }
+        #endif
         var next = request
         let from = task.originalRequest?.url ?? response.url
         if !Self.sameOrigin(from, request.url) {

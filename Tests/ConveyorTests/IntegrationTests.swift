@@ -248,6 +248,47 @@ struct SignalBeforeSend: RequestBehavior {
         }
     }
 
+    /// FoundationNetworking drops the body of a redirected request (swift-corelibs-foundation
+    /// PR #2948); URLSessionTransport follows a 307/308 with a body itself, with the same rules.
+    @Test(arguments: [307, 308])
+    func aRedirectedPOSTKeepsItsBodyAndLosesItsCredentialsAcrossOrigins(status: Int) async throws {
+        try await LocalServer.withServer { origin in
+            try await LocalServer.withServer { other in
+                let client = NetworkClient(baseURL: origin.baseURL, transport: URLSessionTransport(configuration: .ephemeral)) {
+                    Auth()
+                }
+                let body = RequestBody.data(Data("the body".utf8), contentType: "text/plain")
+                let crossOrigin = try await client.send(
+                    Request<Echo>(method: .post, path: "/redirect", query: ["to": other.url("/echo").absoluteString, "status": status], body: body))
+                #expect(crossOrigin.method == "POST" && crossOrigin.body == "the body")
+                #expect(crossOrigin.headers["host"] == "127.0.0.1:\(other.port)")
+                #expect(crossOrigin.headers["authorization"] == nil && crossOrigin.headers["cookie"] == nil)
+
+                let sameOrigin = try await client.send(
+                    Request<Echo>(method: .post, path: "/redirect", query: ["to": "/echo", "status": status], body: body))
+                #expect(sameOrigin.method == "POST" && sameOrigin.body == "the body")
+                #expect(sameOrigin.headers["authorization"] == "Bearer s3cr3t-token")
+            }
+        }
+    }
+
+    @Test func redirectsFollowedByTheTransportCountAgainstItsLimit() async throws {
+        try await LocalServer.withServer { server in
+            let twoHops = "/redirect?status=307&to=/echo"
+            let body = RequestBody.data(Data("x".utf8), contentType: "text/plain")
+            let strict = NetworkClient(
+                baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral, maximumRedirects: 1))
+            await #expect(throws: NetworkError.tooManyRedirects) {
+                try await strict.send(Request<Void>(method: .post, path: "/redirect", query: ["to": twoHops, "status": 307], body: body))
+            }
+            let lenient = NetworkClient(
+                baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral, maximumRedirects: 2))
+            let echo = try await lenient.send(
+                Request<Echo>(method: .post, path: "/redirect", query: ["to": twoHops, "status": 307], body: body))
+            #expect(echo.body == "x")
+        }
+    }
+
     @Test func credentialsStayOnASameOriginRedirect() async throws {
         try await LocalServer.withServer { server in
             let client = NetworkClient(baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral)) {
