@@ -23,6 +23,9 @@ public import ConveyorPipeline
 /// - A cancelled call returns at once; the data task is cancelled on another queue, never inside
 ///   Swift's cancellation handler (on Linux that can deadlock the process:
 ///   swift-corelibs-foundation#5412).
+/// - A 307 or 308 redirect keeps the method and the body. On Linux, where FoundationNetworking
+///   sends a redirected request without its body (swift-corelibs-foundation PR #2948), the
+///   transport follows such a hop itself with a new data task, under the same rules.
 /// - On Linux the session gets no `URLCache` (the configuration is copied, its `urlCache` set to
 ///   `nil`): with one, cancelling a task just after it starts can crash the process
 ///   (swift-corelibs-foundation#3296). Cache responses with a behavior instead.
