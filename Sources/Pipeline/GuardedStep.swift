@@ -46,6 +46,9 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
         var checkpoints = 0
         /// Whether the work had cancelled its own task when it finished or the step ended.
         var workCancelledItself = false
+        /// The work's task was cancelled while the step had not ended: only the work itself can
+        /// have done that (the step cancels its worker after it ends, and nothing else holds it).
+        var cancelledBeforeEnding = false
     }
 
     private let state = Locked(State())
@@ -78,7 +81,11 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
             state.ending = ending
             state.result = result
             // Before the step cancels it: had a hook already cancelled the work's task?
-            state.workCancelledItself = workCancelledItself || (ending != .finished && state.worker?.isCancelled == true)
+            // (`worker` is still nil if the step ends before `start` stored it; the cancellation
+            // handler's flag covers that window: a flake under load before it existed.)
+            state.workCancelledItself =
+                workCancelledItself || state.cancelledBeforeEnding
+                || (ending != .finished && state.worker?.isCancelled == true)
             defer {
                 state.continuation = nil
                 state.worker = nil
@@ -105,7 +112,13 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
             return
         }
         let worker = Task {
-            let value = await work(self)
+            let value = await withTaskCancellationHandler {
+                await work(self)
+            } onCancel: {
+                self.state.withLock { state in
+                    if state.ending == nil { state.cancelledBeforeEnding = true }
+                }
+            }
             // Only the work itself can have cancelled its task if it finishes first: the step
             // cancels its worker only when it ends early.
             self.end(.finished, result: value, workCancelledItself: Task.isCancelled)
