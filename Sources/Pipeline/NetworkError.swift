@@ -166,6 +166,26 @@ extension NetworkError {
         if case .cancelled = self { return true }
         return false
     }
+
+    /// The case's name without its payload, `"timedOut"` or `"notFound"`: a short, stable label
+    /// with few values and no secret, for a metrics dimension or a span's `error.type`.
+    public var caseName: String {
+        switch self {
+        case .invalidRequest: "invalidRequest"
+        case .behaviorFailed: "behaviorFailed"
+        case .unauthorized: "unauthorized"
+        case .notFound: "notFound"
+        case .unacceptableStatus: "unacceptableStatus"
+        case .decodingFailed: "decodingFailed"
+        case .timedOut: "timedOut"
+        case .responseTooLarge: "responseTooLarge"
+        case .offline: "offline"
+        case .connectionFailed: "connectionFailed"
+        case .cancelled: "cancelled"
+        case .tooManyRedirects: "tooManyRedirects"
+        case .transportFailed: "transportFailed"
+        }
+    }
 }
 
 extension NetworkError: Equatable {

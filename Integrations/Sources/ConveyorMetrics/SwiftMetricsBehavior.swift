@@ -83,7 +83,7 @@ public struct SwiftMetricsBehavior: RequestBehavior {
         ]
         var dimensions = target
         dimensions.append(("http.response.status_code", status.map(String.init) ?? "none"))
-        if let error { dimensions.append(("error.type", Self.errorType(error))) }
+        if let error { dimensions.append(("error.type", error.caseName)) }
 
         Counter(label: "http.client.requests", dimensions: dimensions, factory: factory).increment()
         let (seconds, attoseconds) = elapsed.components
@@ -96,26 +96,6 @@ public struct SwiftMetricsBehavior: RequestBehavior {
         if context.attempt > 1 {
             Counter(label: "http.client.request.retries", dimensions: target, factory: factory)
                 .increment(by: context.attempt - 1)
-        }
-    }
-
-    /// A short, stable name for each ``NetworkError`` case: a dimension value with few values.
-    static func errorType(_ error: NetworkError) -> String {
-        switch error {
-        case .invalidRequest: "invalidRequest"
-        case .behaviorFailed: "behaviorFailed"
-        case .unauthorized: "unauthorized"
-        case .notFound: "notFound"
-        case .unacceptableStatus: "unacceptableStatus"
-        case .decodingFailed: "decodingFailed"
-        case .timedOut: "timedOut"
-        case .responseTooLarge: "responseTooLarge"
-        case .offline: "offline"
-        case .connectionFailed: "connectionFailed"
-        case .cancelled: "cancelled"
-        case .tooManyRedirects: "tooManyRedirects"
-        case .transportFailed: "transportFailed"
-        @unknown default: "other"
         }
     }
 }

@@ -89,26 +89,6 @@ public struct TracingBehavior: RequestBehavior {
         }
         return attributes
     }
-
-    /// A short, stable name for each ``NetworkError`` case, for `error.type`.
-    static func errorType(_ error: NetworkError) -> String {
-        switch error {
-        case .invalidRequest: "invalidRequest"
-        case .behaviorFailed: "behaviorFailed"
-        case .unauthorized: "unauthorized"
-        case .notFound: "notFound"
-        case .unacceptableStatus: "unacceptableStatus"
-        case .decodingFailed: "decodingFailed"
-        case .timedOut: "timedOut"
-        case .responseTooLarge: "responseTooLarge"
-        case .offline: "offline"
-        case .connectionFailed: "connectionFailed"
-        case .cancelled: "cancelled"
-        case .tooManyRedirects: "tooManyRedirects"
-        case .transportFailed: "transportFailed"
-        @unknown default: "other"
-        }
-    }
 }
 
 /// Writes propagation fields into a request's headers, replacing a field of the same name.
@@ -138,7 +118,7 @@ final class RequestSpan: Sendable {
         guard markEnded() else { return }
         if let status { span.attributes["http.response.status_code"] = SpanAttribute.int64(Int64(status)) }
         if let error {
-            span.attributes["error.type"] = SpanAttribute.string(TracingBehavior.errorType(error))
+            span.attributes["error.type"] = SpanAttribute.string(error.caseName)
             span.recordError(error)
             span.setStatus(SpanStatus(code: .error))
         }

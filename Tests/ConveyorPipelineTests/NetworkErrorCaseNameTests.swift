@@ -1,0 +1,25 @@
+import ConveyorPipeline
+import Foundation
+import Testing
+
+@Suite struct NetworkErrorCaseNameTests {
+    static let response = HTTPResponse(status: 500, body: Data("tok-3f9a-SECRET".utf8), request: HTTPRequest(url: URL(string: "https://api.test/x?key=apikey-SECRET")!))
+
+    /// One value of every case, with payloads that carry secrets.
+    static let everyCase: [(NetworkError, String)] = [
+        (.invalidRequest("header 'X' carries pw-SECRET"), "invalidRequest"),
+        (.behaviorFailed(behavior: "Auth", hook: .modify, underlying: URLError(.badURL)), "behaviorFailed"),
+        (.unauthorized(response), "unauthorized"), (.notFound(response), "notFound"),
+        (.unacceptableStatus(response), "unacceptableStatus"),
+        (.decodingFailed(response, underlying: URLError(.cannotDecodeContentData)), "decodingFailed"),
+        (.timedOut, "timedOut"), (.responseTooLarge(limit: 1), "responseTooLarge"), (.offline, "offline"),
+        (.connectionFailed(URLError(.cannotConnectToHost)), "connectionFailed"), (.cancelled, "cancelled"),
+        (.tooManyRedirects, "tooManyRedirects"), (.transportFailed(URLError(.unknown)), "transportFailed"),
+    ]
+
+    @Test func everyCaseHasItsOwnShortNameWithoutItsPayload() {
+        for (error, name) in Self.everyCase { #expect(error.caseName == name) }
+        #expect(Set(Self.everyCase.map { $0.0.caseName }).count == Self.everyCase.count)
+        #expect(Self.everyCase.allSatisfy { !$0.0.caseName.contains("SECRET") })
+    }
+}
