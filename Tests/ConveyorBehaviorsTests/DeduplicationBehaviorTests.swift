@@ -88,7 +88,11 @@ struct Door: RequestBehavior {
             await held.wait()
             return .text("2")
         })
-        let client = NetworkClient(baseURL: apiURL, transport: mock) { dedup }
+        // Timeouts on a clock that never moves: the "other timeout" case is about the key, and a
+        // loaded machine (the thread sanitizer) once took longer than its 7 s of real time.
+        let client = NetworkClient(
+            baseURL: apiURL, transport: mock, configuration: .init(timeoutClock: ManualClock())
+        ) { dedup }
         let first = Task { try await client.send(Request<String>(path: "/movies", headers: ["Authorization": "Bearer A"])) }
         let second = Task { try await client.send(other) }
         await dedup.calls.waitUntilWaiting(2)
