@@ -196,22 +196,30 @@ struct SignalBeforeSend: RequestBehavior {
             var generator = SplitMix64(state: 0x5EED)
             let outcomes = await withTaskGroup(of: String.self) { group in
                 for index in 0..<300 {
-                    let delay = Int(generator.next() % 300)
-                    group.addTask {
-                        let task = Task { try await client.send(Request<Data>(path: "/slow", query: ["seconds": 0.1 * Double(index % 3)])) }
-                        try? await Task.sleep(for: .milliseconds(delay))
-                        task.cancel()
-                        switch await task.result {
-                        case .success: return "success"
-                        case .failure(NetworkError.cancelled): return "cancelled"
-                        case .failure(let error): return "unexpected \(error)"
+                    let cancelAfter = Int(generator.next() % 600)
+                    // Fast, streaming and slow answers, so cancellations race with every stage.
+                    let path = ["/echo", "/bytes?count=200000", "/slow?seconds=\(0.1 * Double(index % 4))"][index % 3]
+                    let task = Task { () -> String in
+                        do throws(NetworkError) {
+                            _ = try await client.send(Request<Data>(path: path))
+                            return "success"
+                        } catch .cancelled {
+                            return "cancelled"
+                        } catch {
+                            return "unexpected \(error)"
                         }
                     }
+                    // Cancellation arrives from another thread at a random moment, as it does
+                    // when a user leaves a screen.
+                    DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(cancelAfter)) { task.cancel() }
+                    group.addTask { await task.value }
                 }
                 return await group.reduce(into: [String]()) { $0.append($1) }
             }
             #expect(outcomes.count == 300)
             #expect(outcomes.allSatisfy { $0 == "success" || $0 == "cancelled" }, "\(Set(outcomes))")
+            print("STORM AsyncHTTPClient: \(outcomes.filter { $0 == "success" }.count) succeeded, \(outcomes.filter { $0 == "cancelled" }.count) cancelled")
+            #expect(outcomes.contains("cancelled"))
         }
     }
 }
