@@ -334,25 +334,7 @@ func name(of code: URLError.Code) -> String {
     }
 }
 
-func name(of error: NetworkError) -> String {
-    switch error {
-    case .invalidRequest: "invalidRequest"
-    case .behaviorFailed: "behaviorFailed"
-    case .unauthorized: "unauthorized"
-    case .notFound: "notFound"
-    case .unacceptableStatus: "unacceptableStatus"
-    case .decodingFailed: "decodingFailed"
-    case .timedOut: "timedOut"
-    case .responseTooLarge: "responseTooLarge"
-    case .offline: "offline"
-    case .connectionFailed: "connectionFailed"
-    case .cancelled: "cancelled"
-    case .transportFailed: "transportFailed"
-    case .tooManyRedirects: "tooManyRedirects"
-    // As NetworkError's documentation asks: a case added later lands here with a warning.
-    @unknown default: "unknown"
-    }
-}
+func name(of error: NetworkError) -> String { error.caseName }
 
 /// A clock on which the scenario's timeouts wait until something fires them, and backoff waits
 /// (all far shorter) return at once.
