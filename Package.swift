@@ -43,7 +43,7 @@ let package = Package(
             name: "ConveyorTests", dependencies: ["Conveyor", "ConveyorTesting", "ConveyorTestSupport"],
             path: "Tests/ConveyorTests", swiftSettings: strictSettings),
         .testTarget(
-            name: "ConveyorTestingTests", dependencies: ["ConveyorTesting"],
+            name: "ConveyorTestingTests", dependencies: ["ConveyorTesting", "ConveyorTestSupport"],
             path: "Tests/ConveyorTestingTests", swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]

@@ -1,3 +1,4 @@
+import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
@@ -63,6 +64,15 @@ let plainSessionLimits: [Check: KnownIssue] = [
 /// Generous: the suite also runs under the thread sanitizer on a loaded 2-core machine.
 let promptness: Duration = .seconds(10)
 
+/// Runs a check while holding `MemoryGate`: checks move up to 64 MiB, and tests that measure the
+/// process's memory must not count that.
+func exclusively(_ body: () async -> TransportConformance.Outcome) async -> TransportConformance.Outcome {
+    await MemoryGate.shared.acquire()
+    let outcome = await body()
+    await MemoryGate.shared.release()
+    return outcome
+}
+
 /// Checks whose known issue does not show in every run: fixed or not, the outcome is accepted.
 func expectConforming(_ outcome: TransportConformance.Outcome, intermittent: Set<Check> = []) {
     if case .knownIssueFixed = outcome.status, intermittent.contains(outcome.check) { return }
@@ -80,16 +90,16 @@ func expectConforming(_ outcome: TransportConformance.Outcome, intermittent: Set
     @Test(arguments: Check.allCases)
     func urlSessionTransportConforms(_ check: Check) async {
         let issues = FoundationNetworkingIssues.every.merging(FoundationNetworkingIssues.lateCancel) { a, _ in a }
-        let outcome = await TransportConformance.run(
-            check, on: Self.transport, options: .init(promptness: promptness, knownIssues: issues))
+        let outcome = await exclusively { await TransportConformance.run(
+            check, on: Self.transport, options: .init(promptness: promptness, knownIssues: issues)) }
         expectConforming(outcome, intermittent: Set(FoundationNetworkingIssues.lateCancel.keys))
     }
 
     @Test(arguments: Check.allCases)
     func ephemeralURLSessionTransportConforms(_ check: Check) async {
         let issues = FoundationNetworkingIssues.every.merging(FoundationNetworkingIssues.lateCancel) { a, _ in a }
-        let outcome = await TransportConformance.run(
-            check, on: Self.ephemeralTransport, options: .init(promptness: promptness, knownIssues: issues))
+        let outcome = await exclusively { await TransportConformance.run(
+            check, on: Self.ephemeralTransport, options: .init(promptness: promptness, knownIssues: issues)) }
         expectConforming(outcome, intermittent: Set(FoundationNetworkingIssues.lateCancel.keys))
     }
 
@@ -98,8 +108,8 @@ func expectConforming(_ outcome: TransportConformance.Outcome, intermittent: Set
         let issues = FoundationNetworkingIssues.every.merging(plainSessionLimits) { a, _ in a }
             .merging(FoundationNetworkingIssues.redirectBody) { a, _ in a }
             .merging(FoundationNetworkingIssues.cachedSessionCancel) { a, _ in a }
-        let outcome = await TransportConformance.run(
-            check, on: Self.plainSession, options: .init(promptness: promptness, knownIssues: issues))
+        let outcome = await exclusively { await TransportConformance.run(
+            check, on: Self.plainSession, options: .init(promptness: promptness, knownIssues: issues)) }
         expectConforming(outcome)
     }
 }

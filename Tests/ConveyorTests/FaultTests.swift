@@ -101,13 +101,23 @@ enum ResourceUsage {
         return residentMB()
     }
 
-    /// Runs `body` while a thread samples resident memory every 2 ms.
-    /// - Returns: What `body` returned, and the peak resident memory seen, in MB.
-    static func peakResidentMB<T>(during body: () async throws -> T) async rethrows -> (T, Int) {
+    /// Runs `body` while a thread samples resident memory every 2 ms, holding ``MemoryGate`` so
+    /// that no other test moves large bodies meanwhile.
+    /// - Returns: What `body` returned, the resident memory before it, and the peak seen, in MB.
+    static func peakResidentMB<T>(during body: () async throws -> T) async rethrows -> (T, before: Int, peak: Int) {
+        await MemoryGate.shared.acquire()
+        let before = residentMB()
         let peak = PeakSampler()
-        defer { peak.stop() }
-        let value = try await body()
-        return (value, peak.stop())
+        do {
+            let value = try await body()
+            let highest = peak.stop()
+            await MemoryGate.shared.release()
+            return (value, before, highest)
+        } catch {
+            peak.stop()
+            await MemoryGate.shared.release()
+            throw error
+        }
     }
 
     /// Open file descriptors of this process (noisy: other tests run in parallel).
@@ -214,9 +224,8 @@ final class PeakSampler: Sendable {
             let client = NetworkClient(
                 baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral),
                 configuration: .init(timeout: .seconds(60), maxResponseSize: limit))
-            let before = ResourceUsage.residentMB()
             let start = ContinuousClock.now
-            let (outcome, peak) = await ResourceUsage.peakResidentMB {
+            let (outcome, before, peak) = await ResourceUsage.peakResidentMB {
                 do throws(NetworkError) {
                     _ = try await client.send(Request<Data>(path: path, query: ["bytes": 1 << 30]))
                     return "success"
@@ -236,8 +245,7 @@ final class PeakSampler: Sendable {
         try await LocalServer.withServer { server in
             let client = client(server)
             #expect(client.configuration.maxResponseSize == 64 * 1024 * 1024)
-            let before = ResourceUsage.residentMB()
-            let (outcome, peak) = await ResourceUsage.peakResidentMB { () -> NetworkError? in
+            let (outcome, before, peak) = await ResourceUsage.peakResidentMB { () -> NetworkError? in
                 do throws(NetworkError) {
                     _ = try await client.send(Request<Data>(path: "/stream", query: ["bytes": 1 << 30]))
                     return nil
@@ -269,9 +277,8 @@ final class PeakSampler: Sendable {
         let client = NetworkClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: mock) {
             LoggingBehavior(sink: sink, bodyPreviewLimit: 64)
         }
-        let before = ResourceUsage.residentMB()
         let start = ContinuousClock.now
-        let (data, peak) = try await ResourceUsage.peakResidentMB {
+        let (data, before, peak) = try await ResourceUsage.peakResidentMB {
             try await client.send(Request<Data>(path: "/movies"))
         }
         let elapsed = ContinuousClock.now - start
