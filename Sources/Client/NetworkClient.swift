@@ -211,9 +211,15 @@ public final class NetworkClient: NetworkClientProtocol {
         if let contentType = body?.1, !headers.contains("Content-Type") {
             headers.add(name: "Content-Type", value: contentType)
         }
-        return HTTPRequest(
-            method: request.method, url: url, headers: headers, body: body?.0,
+        var built = HTTPRequest(
+            method: request.method, url: url, headers: headers, body: nil,
             timeout: request.timeout ?? configuration.timeout, maxResponseSize: configuration.maxResponseSize)
+        switch body?.0 {
+        case .bytes(let data): built.body = data
+        case .stream(let stream): built.bodyStream = stream
+        case nil: break
+        }
+        return built
     }
 }
 

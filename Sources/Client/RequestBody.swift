@@ -6,6 +6,8 @@ public import Foundation
 /// .json(NewMovie(title: "Heat"))                  // Content-Type: application/json
 /// .form(["user": "ann", "password": secret])      // application/x-www-form-urlencoded
 /// .data(png, contentType: "image/png")
+/// .file(movieURL, contentType: "video/mp4")      // streamed from disk, re-read on a retry
+/// .stream(chunks, length: size)                   // a one-shot AsyncSequence of Data
 /// ```
 /// A `Content-Type` header set on the request wins over the one the body implies.
 public enum RequestBody: Sendable {
@@ -17,27 +19,56 @@ public enum RequestBody: Sendable {
     case json(any Encodable & Sendable)
     /// Form fields, URL-encoded.
     case form(QueryParameters)
+    /// A file's content, read from disk while it is sent (never loaded whole) and read again
+    /// for every attempt. The file must exist when the request is built; a missing one fails
+    /// with ``NetworkError/fileFailed(file:underlying:)`` before anything is sent.
+    case file(URL, contentType: String?)
+    /// A body read in pieces while it is sent: a file, parts, or a one-shot sequence (which is
+    /// never sent twice: see ``HTTPBodyStream``).
+    case stream(HTTPBodyStream, contentType: String?)
 
-    /// Encodes the body; returns its bytes and implied content type.
-    func encoded(with encoder: JSONEncoder) throws(NetworkError) -> (Data, String?)? {
+    /// What an encoded body is: bytes, or a stream.
+    enum Encoded {
+        case bytes(Data)
+        case stream(HTTPBodyStream)
+    }
+
+    /// Encodes the body; returns its bytes or stream and implied content type.
+    func encoded(with encoder: JSONEncoder) throws(NetworkError) -> (Encoded, String?)? {
         switch self {
         case .none:
             return nil
         case .data(let data, let contentType):
-            return (data, contentType)
+            return (.bytes(data), contentType)
+        case .file(let url, let contentType):
+            return (.stream(try .file(url)), contentType)
+        case .stream(let stream, let contentType):
+            return (.stream(stream), contentType)
         case .json(let value):
             do {
-                return (try encoder.encode(value), "application/json")
+                return (.bytes(try encoder.encode(value)), "application/json")
             } catch {
                 throw .invalidRequest("the JSON body could not be encoded: \(NetworkError.describe(error))")
             }
         case .form(let fields):
-            return (Data(fields.encoded.utf8), "application/x-www-form-urlencoded")
+            return (.bytes(Data(fields.encoded.utf8)), "application/x-www-form-urlencoded")
         }
     }
 }
 
 extension RequestBody {
+    /// A one-shot body read from an `AsyncSequence` of chunks while it is sent.
+    /// - Parameters:
+    ///   - bytes: The chunks.
+    ///   - length: The total length, if known (sent as `Content-Length`).
+    ///   - contentType: The content type.
+    /// - Returns: The body.
+    public static func stream<Bytes: AsyncSequence & Sendable>(
+        _ bytes: Bytes, length: Int64? = nil, contentType: String? = nil
+    ) -> RequestBody where Bytes.Element == Data {
+        .stream(HTTPBodyStream(bytes, length: length), contentType: contentType)
+    }
+
     /// A JSON object body written as a literal with values of any `Encodable` types:
     /// `.json(["title": "Heat", "stars": 5, "tags": tags])`.
     /// - Parameter object: The object.

@@ -26,6 +26,14 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     /// one fails with ``NetworkError/responseTooLarge(limit:)``. `nil` for no limit.
     /// ``NetworkClient`` sets it from its configuration.
     public var maxResponseSize: Int?
+    /// A body read in pieces while it is sent (a file, parts, a one-shot sequence), instead of
+    /// ``body``; set one or the other. A transport that does not stream
+    /// (``HTTPTransport/streamsBodies`` is `false`) gets it read into ``body`` first.
+    public var bodyStream: HTTPBodyStream?
+    /// Where the response body goes as it arrives and who is told about progress; set by
+    /// ``NetworkClient`` for downloads, streamed responses and requests with a progress observer,
+    /// and read by transports. Not part of equality.
+    public var transfer: TransferHandler?
 
     /// Creates a request.
     /// - Parameters:
@@ -45,6 +53,30 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
         self.body = body
         self.timeout = timeout
         self.maxResponseSize = maxResponseSize
+    }
+
+    /// Whether the response body goes somewhere other than ``HTTPResponse/body`` (a file, a
+    /// caller's stream): behaviors that keep or share responses (a cache, de-duplication) leave
+    /// such a request alone, since its response reaches them with an empty body.
+    public var streamsResponseBody: Bool { transfer?.takesBodies ?? false }
+
+    /// Requests are equal when method, URL, headers, body, body stream, timeout and size limit
+    /// are; ``transfer`` is not compared.
+    public static func == (lhs: HTTPRequest, rhs: HTTPRequest) -> Bool {
+        lhs.method == rhs.method && lhs.url == rhs.url && lhs.headers == rhs.headers && lhs.body == rhs.body
+            && lhs.timeout == rhs.timeout && lhs.maxResponseSize == rhs.maxResponseSize
+            && lhs.bodyStream == rhs.bodyStream
+    }
+
+    /// Hashes what ``==(_:_:)`` compares.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(method)
+        hasher.combine(url)
+        hasher.combine(headers)
+        hasher.combine(body)
+        hasher.combine(timeout)
+        hasher.combine(maxResponseSize)
+        hasher.combine(bodyStream)
     }
 
     /// `METHOD url` with the user info and the query left out, since they may carry passwords,
@@ -80,7 +112,8 @@ extension HTTPRequest: CustomReflectable {
             self,
             children: [
                 "method": method.rawValue, "url": url.redactingQuery, "headers": headers,
-                "body": body.map { "\($0.count) bytes" } ?? "none", "timeout": timeout as Any,
+                "body": body.map { "\($0.count) bytes" } ?? bodyStream.map(\.description) ?? "none",
+                "timeout": timeout as Any,
             ], displayStyle: .struct)
     }
 }

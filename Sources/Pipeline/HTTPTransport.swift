@@ -33,9 +33,19 @@ public protocol HTTPTransport: Sendable {
     /// cancellation or timeout, which costs a task per attempt. Return `true` only when it holds
     /// for every request.
     var honorsCancellation: Bool { get }
+
+    /// Whether ``send(_:)`` streams: reads ``HTTPRequest/bodyStream`` in pieces, and hands the
+    /// response body to ``HTTPRequest/transfer`` as it arrives (see ``TransferHandler``).
+    /// `false` by default: the client then reads a body stream into ``HTTPRequest/body`` before
+    /// calling the transport, and hands the whole response body to the transfer afterwards, so
+    /// a simple transport needs no streaming code (but holds bodies in memory).
+    var streamsBodies: Bool { get }
 }
 
 extension HTTPTransport {
     /// `false`: a transport is guarded unless it says it honors cancellation.
     public var honorsCancellation: Bool { false }
+
+    /// `false`: the client buffers streamed bodies for a transport that does not say it streams.
+    public var streamsBodies: Bool { false }
 }

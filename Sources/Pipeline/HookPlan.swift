@@ -94,6 +94,8 @@ package final class HookPlan: Sendable {
     let afterSuccess: [any RequestBehavior]
     /// Last to first.
     let afterFailure: [any RequestBehavior]
+    /// Members told about upload and download progress, first to last.
+    package let progressObservers: [any TransferProgressObserving]
 
     /// A client's plan extended by a request's own behaviors (which run inside the client's).
     /// Lists the extra behaviors don't take part in are shared with `base`, not copied.
@@ -122,6 +124,7 @@ package final class HookPlan: Sendable {
         retryDecision = forward(base.retryDecision, .retryDecision)
         afterSuccess = backward(base.afterSuccess, .afterSuccess)
         afterFailure = backward(base.afterFailure, .afterFailure)
+        progressObservers = base.progressObservers + extra.compactMap { $0 as? any TransferProgressObserving }
     }
 
     /// A client's plan without the members `keep` rejects (a request's opt-outs); order is kept.
@@ -135,6 +138,7 @@ package final class HookPlan: Sendable {
         retryDecision = base.retryDecision.filter(keep)
         afterSuccess = base.afterSuccess.filter(keep)
         afterFailure = base.afterFailure.filter(keep)
+        progressObservers = base.progressObservers.filter(keep)
     }
 
     init(behaviors: [any RequestBehavior], version: Int, masks: [ObjectIdentifier: UInt8]) {
@@ -150,6 +154,7 @@ package final class HookPlan: Sendable {
         retryDecision = members(.retryDecision)
         afterSuccess = members(.afterSuccess).reversed()
         afterFailure = members(.afterFailure).reversed()
+        progressObservers = behaviors.compactMap { $0 as? any TransferProgressObserving }
     }
 }
 

@@ -57,6 +57,15 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugS
     case tooManyRedirects
     /// The transport failed in another way (TLS, a malformed response…).
     case transportFailed(any Error)
+    /// A file could not be read or written: an upload's source is missing or unreadable, or a
+    /// download's destination is unwritable or its disk is full. `file` is the file's name
+    /// (its last path component). Nothing is left at a download's destination.
+    case fileFailed(file: String, underlying: any Error)
+    /// An attempt failed with `after` and a behavior decided to retry it, but the request's body
+    /// was a one-shot stream (``HTTPBodyStream/isReplayable`` is `false`) that the failed attempt
+    /// had already read, or a streamed response whose first bytes had already reached the caller.
+    /// The request was not sent again; `after` is the failure that ended it.
+    indirect case notRetryable(after: NetworkError, reason: String)
 
     /// The response, for the cases that keep one.
     public var response: HTTPResponse? {
@@ -64,6 +73,7 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugS
         case .unauthorized(let response), .notFound(let response), .unacceptableStatus(let response),
             .decodingFailed(let response, _):
             response
+        case .notRetryable(let after, _): after.response
         default: nil
         }
     }
@@ -89,6 +99,8 @@ public enum NetworkError: Error, Sendable, CustomStringConvertible, CustomDebugS
         case .cancelled: "The request was cancelled"
         case .tooManyRedirects: "The server redirected too many times"
         case .transportFailed(let underlying): "Transport failed: \(Self.describe(underlying))"
+        case .fileFailed(let file, let underlying): "File '\(file)' failed: \(Self.describe(underlying))"
+        case .notRetryable(let after, let reason): "\(after.description) (not retried: \(reason))"
         }
     }
 
@@ -184,6 +196,8 @@ extension NetworkError {
         case .cancelled: "cancelled"
         case .tooManyRedirects: "tooManyRedirects"
         case .transportFailed: "transportFailed"
+        case .fileFailed: "fileFailed"
+        case .notRetryable: "notRetryable"
         }
     }
 }
@@ -211,6 +225,8 @@ extension NetworkError: Equatable {
             (.tooManyRedirects, .tooManyRedirects):
             true
         case (.responseTooLarge(let a), .responseTooLarge(let b)): a == b
+        case (.fileFailed(let a, let errorA), .fileFailed(let b, let errorB)): a == b && sameError(errorA, errorB)
+        case (.notRetryable(let a, let reasonA), .notRetryable(let b, let reasonB)): a == b && reasonA == reasonB
         case (.connectionFailed(let a), .connectionFailed(let b)), (.transportFailed(let a), .transportFailed(let b)):
             sameError(a, b)
         default: false

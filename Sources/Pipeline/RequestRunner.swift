@@ -15,6 +15,8 @@ package struct RequestRunner: Sendable {
     /// Read once: a transport that honors cancellation is called directly when nothing else
     /// needs guarding.
     let transportHonorsCancellation: Bool
+    /// Read once: a transport that streams gets body streams and transfers as they are.
+    let transportStreams: Bool
 
     package init(
         transport: any HTTPTransport, clock: any Clock<Duration> = ContinuousClock(),
@@ -27,6 +29,7 @@ package struct RequestRunner: Sendable {
         self.attemptLimit = max(1, attemptLimit)
         self.acceptableStatusCodes = acceptableStatusCodes
         self.transportHonorsCancellation = transport.honorsCancellation
+        self.transportStreams = transport.streamsBodies
     }
 
     /// What one attempt came to, before decoding.
@@ -162,6 +165,11 @@ package struct RequestRunner: Sendable {
                 throw .cancelled
             }
             guard case .retry(let delay) = decision else {
+                await plan.runAfterFailure(failure, context: context)
+                throw failure
+            }
+            if let reason = Self.retryForbiddenReason(request) {
+                failure = .notRetryable(after: failure, reason: reason)
                 await plan.runAfterFailure(failure, context: context)
                 throw failure
             }
@@ -332,9 +340,19 @@ package struct RequestRunner: Sendable {
         return try judged(received)
     }
 
+    /// Why a request whose attempt failed may not be sent again: a one-shot body already read,
+    /// or a streamed response the caller has already begun to read.
+    static func retryForbiddenReason(_ request: HTTPRequest) -> String? {
+        if let stream = request.bodyStream, stream.wasReadOnce { return HTTPBodyStream.alreadyRead }
+        return request.transfer?.retryForbiddenReason
+    }
+
     /// Calls the transport and checks the body's size.
     @inline(__always)
     func transportSend(_ request: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
+        if !transportStreams && (request.bodyStream != nil || request.transfer != nil) {
+            return try await bufferedSend(request)
+        }
         let received: HTTPResponse
         do {
             received = try await transport.send(request)
@@ -343,6 +361,32 @@ package struct RequestRunner: Sendable {
         }
         if let limit = request.maxResponseSize, received.body.count > limit { throw .responseTooLarge(limit: limit) }
         return received
+    }
+
+    /// For a transport that does not stream: reads a body stream into memory first, and hands
+    /// the whole response to the transfer afterwards.
+    @inline(never)
+    func bufferedSend(_ request: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
+        var buffered = request
+        if let stream = request.bodyStream {
+            buffered.body = try await stream.collect()
+            buffered.bodyStream = nil
+        }
+        let transfer = buffered.transfer
+        buffered.transfer = nil
+        var received: HTTPResponse
+        do {
+            received = try await transport.send(buffered)
+        } catch {
+            throw NetworkError(transportError: error)
+        }
+        if let limit = request.maxResponseSize, received.body.count > limit { throw .responseTooLarge(limit: limit) }
+        received.request = request
+        if let stream = request.bodyStream, let transfer, transfer.observesProgress {
+            let size = stream.length ?? Int64(buffered.body?.count ?? 0)
+            transfer.sent(size, of: size)
+        }
+        return try await transfer?.deliver(received) ?? received
     }
 
     /// Asks the chain whether to retry; under a deadline as long as the request's timeout, and

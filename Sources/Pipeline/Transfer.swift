@@ -1,0 +1,202 @@
+public import Foundation
+
+/// How far one attempt's upload or download has come.
+///
+/// Reported per attempt: a retried request starts again from zero (a resumed download starts
+/// from the bytes already on disk), and ``attempt`` says which attempt it is.
+public struct TransferProgress: Sendable, Hashable, CustomStringConvertible {
+    /// Which way the bytes go.
+    public enum Direction: Sendable, Hashable {
+        /// The request body, to the server.
+        case upload
+        /// The response body, from the server.
+        case download
+    }
+
+    /// Which way the bytes go.
+    public var direction: Direction
+    /// Bytes sent or received so far in this attempt (for a resumed download, including the
+    /// bytes already on disk).
+    public var completedBytes: Int64
+    /// The total expected, when known (`Content-Length`, a file's size).
+    public var expectedBytes: Int64?
+    /// The attempt these bytes belong to, from 1.
+    public var attempt: Int
+
+    /// Creates a progress value.
+    /// - Parameters:
+    ///   - direction: Upload or download.
+    ///   - completedBytes: Bytes so far.
+    ///   - expectedBytes: The total, when known.
+    ///   - attempt: The attempt, from 1.
+    public init(direction: Direction, completedBytes: Int64, expectedBytes: Int64?, attempt: Int) {
+        self.direction = direction
+        self.completedBytes = completedBytes
+        self.expectedBytes = expectedBytes
+        self.attempt = attempt
+    }
+
+    /// `completedBytes / expectedBytes` in `0...1`, or `nil` when the total is unknown.
+    public var fractionCompleted: Double? {
+        guard let expectedBytes else { return nil }
+        guard expectedBytes > 0 else { return 1 }
+        return min(1, max(0, Double(completedBytes) / Double(expectedBytes)))
+    }
+
+    /// `download 512/1024 bytes (attempt 1)`.
+    public var description: String {
+        "\(direction == .upload ? "upload" : "download") \(completedBytes)/\(expectedBytes.map(String.init) ?? "?") bytes (attempt \(attempt))"
+    }
+}
+
+/// A behavior that is told how uploads and downloads progress: a progress bar's model, a
+/// progress log. Conform a ``RequestBehavior`` to it; the client calls
+/// ``transferProgressed(_:context:)`` for every request this behavior takes part in.
+///
+/// ```swift
+/// struct ProgressLog: TransferProgressObserving {
+///     func transferProgressed(_ progress: TransferProgress, context: RequestContext) {
+///         if progress.fractionCompleted == 1 { print("done:", progress) }
+///     }
+/// }
+/// ```
+public protocol TransferProgressObserving: RequestBehavior {
+    /// Called as bytes move, on the transport's thread: keep it short and never block.
+    /// - Parameters:
+    ///   - progress: The attempt's progress so far.
+    ///   - context: The request's context.
+    func transferProgressed(_ progress: TransferProgress, context: RequestContext)
+}
+
+/// What receives a streamed response body: a file being downloaded, a caller's stream.
+package protocol ResponseBodyTaker: Sendable {
+    /// The response head arrived. Returns whether the body is handed to ``receive(_:)``; when
+    /// `false` the transport collects it into the response as usual (an error's body).
+    func takesBody(of head: HTTPResponse, attempt: Int) throws(NetworkError) -> Bool
+    /// The next bytes of a body this taker took. Suspends while the taker cannot keep up.
+    func receive(_ chunk: Data) async throws(NetworkError)
+    /// Why a failed attempt may not be sent again, or `nil` when it may.
+    var retryForbiddenReason: String? { get }
+    /// Where a taken body's progress starts (bytes already on disk for a resumed download).
+    var resumedBytes: Int64 { get }
+}
+
+/// One request's streaming and progress: where its response body goes as it arrives, and who
+/// is told how the transfer progresses. ``HTTPRequest/transfer`` carries it to the transport.
+///
+/// Only transports call it (``HTTPTransport/streamsBodies`` says whether one does):
+///
+/// ```swift
+/// // In a transport, for one attempt:
+/// let taken = try request.transfer?.takesBody(of: head) ?? false
+/// for try await chunk in body {
+///     if taken { try await request.transfer?.receive(chunk) } else { collected.append(chunk) }
+/// }
+/// ```
+///
+/// - When ``takesBody(of:)`` returns `true`, hand every chunk to ``receive(_:)`` in order, and
+///   return a response with an empty body when the body has ended. ``receive(_:)`` suspends
+///   while the receiver cannot keep up: stop reading from the network meanwhile, so memory stays
+///   bounded. The request's ``HTTPRequest/maxResponseSize`` applies only to bodies the transport
+///   collects itself.
+/// - Report upload progress with ``sent(_:of:)`` and, for a body the transport collects, download
+///   progress with ``received(_:of:)``.
+public final class TransferHandler: Sendable {
+    let taker: (any ResponseBodyTaker)?
+    private let observers: [@Sendable (TransferProgress) -> Void]
+    private let context: RequestContext?
+    /// The taken body's bytes so far in this attempt, and its expected total.
+    private let download = Locked<(bytes: Int64, expected: Int64?, taking: Bool)>((0, nil, false))
+
+    package init(
+        taker: (any ResponseBodyTaker)?, observers: [@Sendable (TransferProgress) -> Void], context: RequestContext?
+    ) {
+        self.taker = taker
+        self.observers = observers
+        self.context = context
+    }
+
+    /// Whether the response body goes to ``receive(_:)`` rather than into the response.
+    package var takesBodies: Bool { taker != nil }
+
+    /// Whether anyone is told about progress.
+    public var observesProgress: Bool { !observers.isEmpty }
+
+    /// Call when an attempt's response head has arrived, before any of its body.
+    /// - Parameter head: The status and headers (its body is ignored).
+    /// - Returns: Whether to hand the body to ``receive(_:)``; `false` to collect it into the
+    ///   response as usual (a status the receiver does not want, such as an error page).
+    /// - Throws: A ``NetworkError`` that ends the attempt (a download's file cannot be written).
+    public func takesBody(of head: HTTPResponse) throws(NetworkError) -> Bool {
+        guard let taker else { return false }
+        let taking = try taker.takesBody(of: head, attempt: attempt)
+        let expected = head.headers["Content-Length"].flatMap { Int64($0) }
+        let start = taking ? taker.resumedBytes : 0
+        download.withLock { $0 = (start, expected.map { $0 + start }, taking) }
+        if taking, observesProgress {
+            report(TransferProgress(direction: .download, completedBytes: start, expectedBytes: expected.map { $0 + start }, attempt: attempt))
+        }
+        return taking
+    }
+
+    /// Call with each chunk of a body that ``takesBody(of:)`` took, in order. Suspends while the
+    /// receiver cannot keep up.
+    /// - Parameter chunk: The bytes.
+    /// - Throws: A ``NetworkError`` that ends the attempt (the caller stopped reading, the disk
+    ///   is full); stop the transfer and rethrow it.
+    public func receive(_ chunk: Data) async throws(NetworkError) {
+        guard let taker else { return }
+        try await taker.receive(chunk)
+        guard observesProgress else { return }
+        let (bytes, expected) = download.withLock { state in
+            state.bytes += Int64(chunk.count)
+            return (state.bytes, state.expected)
+        }
+        report(TransferProgress(direction: .download, completedBytes: bytes, expectedBytes: expected, attempt: attempt))
+    }
+
+    /// Reports the request body sent so far in this attempt.
+    /// - Parameters:
+    ///   - bytes: The bytes sent so far.
+    ///   - expected: The body's length, when known.
+    public func sent(_ bytes: Int64, of expected: Int64?) {
+        guard observesProgress else { return }
+        report(TransferProgress(direction: .upload, completedBytes: bytes, expectedBytes: expected, attempt: attempt))
+    }
+
+    /// Reports a response body the transport collects itself (not one it hands to
+    /// ``receive(_:)``, which is counted here).
+    /// - Parameters:
+    ///   - bytes: The bytes received so far.
+    ///   - expected: The body's length, when known.
+    public func received(_ bytes: Int64, of expected: Int64?) {
+        guard observesProgress else { return }
+        report(TransferProgress(direction: .download, completedBytes: bytes, expectedBytes: expected, attempt: attempt))
+    }
+
+    /// Why a failed attempt may not be sent again, or `nil` when it may.
+    package var retryForbiddenReason: String? { taker?.retryForbiddenReason }
+
+    private var attempt: Int { context?.attempt ?? 1 }
+
+    private func report(_ progress: TransferProgress) {
+        for observer in observers { observer(progress) }
+    }
+
+    /// For a transport that does not stream: hands a whole response to the handler as one chunk.
+    /// - Returns: The response, its body emptied when the receiver took it.
+    package func deliver(_ response: HTTPResponse) async throws(NetworkError) -> HTTPResponse {
+        guard taker != nil else {
+            if observesProgress {
+                let size = Int64(response.body.count)
+                received(size, of: size)
+            }
+            return response
+        }
+        guard try takesBody(of: response) else { return response }
+        if !response.body.isEmpty { try await receive(response.body) }
+        var emptied = response
+        emptied.body = Data()
+        return emptied
+    }
+}
