@@ -93,7 +93,7 @@ public final class NetworkClient: NetworkClientProtocol {
     public let configuration: Configuration
     /// The client's behaviors, flattened, outermost first.
     public let behaviors: CombinedRequestBehavior
-    private let runner: RequestRunner
+    let runner: RequestRunner
     private let baseURLString: String
     /// Set when the base URL cannot make request URLs; every relative request then fails with it.
     private let baseURLProblem: String?
@@ -175,13 +175,16 @@ public final class NetworkClient: NetworkClientProtocol {
         _ finish: (HTTPResponse, RequestContext, JSONDecoder) throws -> Result
     ) async throws(NetworkError) -> Result {
         let absolute = URLBuilder.isAbsolute(request.path)
-        let httpRequest = try makeHTTPRequest(request, absolute: absolute)
+        var httpRequest = try makeHTTPRequest(request, absolute: absolute)
         let plan =
             request.exclusions.isEmpty && request.behaviors.isEmpty
             ? behaviors.plan() : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
         // A relative path is on the base origin by construction; only an absolute URL is parsed.
         let targetsBase = !absolute || Origin(httpRequest.url) == baseScope?.origin
         let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
+        if request.progress != nil || !plan.progressObservers.isEmpty {
+            httpRequest.transfer = Self.transfer(taker: nil, request: request, plan: plan, context: context)
+        }
         let decoder = configuration.decoder
         if configuration.answersWithSamples {
             return try await runner.answering(with: request.sample).run(httpRequest, plan: plan, context: context) {
@@ -191,6 +194,19 @@ public final class NetworkClient: NetworkClientProtocol {
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             try finish(response, context, decoder)
         }
+    }
+
+    /// The transfer handler for one request: `taker` gets its body, and the request's progress
+    /// observer and the chain's observing members hear how it goes.
+    static func transfer<Output>(
+        taker: (any ResponseBodyTaker)?, request: Request<Output>, plan: HookPlan, context: RequestContext
+    ) -> TransferHandler {
+        var observers: [@Sendable (TransferProgress) -> Void] = []
+        if let progress = request.progress { observers.append(progress) }
+        for member in plan.progressObservers {
+            observers.append { progress in member.transferProgressed(progress, context: context) }
+        }
+        return TransferHandler(taker: taker, observers: observers, context: context)
     }
 
     /// Builds the pipeline's request: URL, query, body, content type, timeout.

@@ -36,6 +36,8 @@ public struct Request<Output>: Sendable {
     /// on answers with; ignored otherwise. Endpoints set it from their
     /// ``Endpoint/sampleResponse``.
     public var sample: SampleResponse?
+    /// Told how the request's upload and download progress (see ``onProgress(_:)``).
+    public var progress: (@Sendable (TransferProgress) -> Void)?
 
     let decode: @Sendable (HTTPResponse, JSONDecoder) throws -> Output
 
@@ -64,7 +66,22 @@ public struct Request<Output>: Sendable {
         self.behaviors = behaviors
         self.exclusions = []
         self.sample = nil
+        self.progress = nil
         self.decode = decode
+    }
+
+    /// This request, telling `observer` how its upload and download progress, per attempt (a
+    /// retry starts again from zero). Called on the transport's thread: keep it short.
+    ///
+    /// ```swift
+    /// let upload = Request<Void>(method: .put, path: "/videos/7", body: .file(video, contentType: "video/mp4"))
+    ///     .onProgress { progress in print(progress.fractionCompleted ?? 0) }
+    /// ```
+    /// - Parameter observer: Receives each progress report.
+    public func onProgress(_ observer: @escaping @Sendable (TransferProgress) -> Void) -> Request {
+        var copy = self
+        copy.progress = observer
+        return copy
     }
 
     /// This request with more per-request behaviors (run after the ones it has).

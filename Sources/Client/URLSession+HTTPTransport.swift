@@ -70,10 +70,23 @@ enum ConveyorClientSend {
     }
 }
 
+/// What the session delegate tells about one task: its bytes, head, redirects and end.
+protocol TaskExchange: AnyObject, Sendable {
+    var request: HTTPRequest { get }
+    var redirectsBefore: Int { get }
+    func followManually(to target: URL, redirectsSoFar: Int)
+    func receivedHead(_ response: URLResponse)
+    func sentBody(_ bytes: Int64, of expected: Int64)
+    func collected(_ timings: TransferTimings)
+    func receive(_ data: Data)
+    func stopRedirecting()
+    func complete(response: URLResponse?, error: (any Error)?)
+}
+
 /// One data task in flight: collects its body, enforces the request's size limit while bytes
 /// arrive, and resumes the caller exactly once, with the response, an error, or at once when
 /// the caller's task is cancelled.
-final class DataTaskExchange: Sendable {
+final class DataTaskExchange: TaskExchange {
     private struct State {
         var continuation: CheckedContinuation<Void, Never>?
         /// How the exchange ended. The caller reads it under the lock after it is resumed, so
@@ -95,6 +108,8 @@ final class DataTaskExchange: Sendable {
         var requestSent: Duration?
         /// What the platform's `URLSessionTaskMetrics` reported (Apple platforms).
         var platformTimings: TransferTimings?
+        /// The body's announced length, for progress.
+        var expectedLength: Int64?
     }
 
     let request: HTTPRequest
@@ -124,15 +139,19 @@ final class DataTaskExchange: Sendable {
     }
 
     /// The response's head arrived.
-    func receivedHead() {
+    func receivedHead(_ response: URLResponse) {
         let now = ContinuousClock.now
+        let length = response.expectedContentLength
         state.withLock { state in
             if state.firstByte == nil { state.firstByte = started.duration(to: now) }
+            state.expectedLength = length >= 0 ? length : nil
         }
     }
 
-    /// The request's last body byte was sent.
-    func sentBody() {
+    /// Body bytes were sent: `bytes` so far of `expected` (negative when unknown).
+    func sentBody(_ bytes: Int64, of expected: Int64) {
+        request.transfer?.sent(bytes, of: expected >= 0 ? expected : request.bodyStream?.length)
+        guard expected < 0 || bytes >= expected else { return }
         let now = ContinuousClock.now
         state.withLock { $0.requestSent = started.duration(to: now) }
     }
@@ -170,17 +189,18 @@ final class DataTaskExchange: Sendable {
     /// Bytes of the body arrived (decoded, if the response was compressed).
     func receive(_ data: Data) {
         let now = ContinuousClock.now
-        let tooLarge = state.withLock { state -> Bool in
-            guard !state.finished else { return false }
+        let (tooLarge, size, expected) = state.withLock { state -> (Bool, Int, Int64?) in
+            guard !state.finished else { return (false, 0, nil) }
             if state.firstByte == nil { state.firstByte = started.duration(to: now) }
             state.size += data.count
             if let limit = request.maxResponseSize, state.size > limit {
                 state.chunks = []
-                return true
+                return (true, state.size, state.expectedLength)
             }
             state.chunks.append(data)
-            return false
+            return (false, state.size, state.expectedLength)
         }
+        if let transfer = request.transfer, !tooLarge, size > 0 { transfer.received(Int64(size), of: expected) }
         if tooLarge, let limit = request.maxResponseSize {
             finish(.failure(NetworkError.responseTooLarge(limit: limit)), cancellingTask: true)
         }
@@ -243,7 +263,16 @@ final class DataTaskExchange: Sendable {
         continuation?.resume()
     }
 
-    /// Cancels the data task on another queue, unless it has ended or cancelling it could crash.
+    /// Cancels the data task safely (see ``TaskCanceller``).
+    private func cancelLater(_ task: URLSessionDataTask) {
+        TaskCanceller.cancelLater(task, session: session, completing: completing)
+    }
+
+}
+
+/// Cancels data tasks safely on FoundationNetworking.
+enum TaskCanceller {
+    /// Cancels `task` on another queue, unless it has ended or cancelling it could crash.
     ///
     /// - FoundationNetworking's `cancel()` waits on the session's work queue; called inside
     ///   Swift's task-cancellation handler it can deadlock with a network thread that is resuming
@@ -251,7 +280,7 @@ final class DataTaskExchange: Sendable {
     ///   queue for every cancellation, because on the global concurrent queue a storm of
     ///   cancellations each blocked a thread in that wait until the pool had no thread left for
     ///   any session's work, and unrelated requests stalled to their timeouts.
-    /// - A task that already reported its end is not cancelled; the flag is held across
+    /// - A task that already reported its end is not cancelled; `completing` is held across
     ///   `cancel()`, so FoundationNetworking never completes a task while it is being cancelled.
     /// - On Linux, a task of a session with a `URLCache` is never cancelled: a cancel that lands
     ///   while the task's cache lookup runs on a background queue reports the failure after the
@@ -259,8 +288,8 @@ final class DataTaskExchange: Sendable {
     ///   (swift-corelibs-foundation#3296; reproduced here by `CancelAtStartTests`). The caller has
     ///   already returned; the task finishes on its own. ``URLSessionTransport`` removes the cache
     ///   from its session on Linux, so its transfers are stopped.
-    private func cancelLater(_ task: URLSessionDataTask) {
-        Self.cancelQueue.async { [completing, session] in
+    static func cancelLater(_ task: URLSessionDataTask, session: URLSession, completing: Locked<Bool>) {
+        cancelQueue.async {
             #if canImport(FoundationNetworking)
                 if session.configuration.urlCache != nil { return }
             #endif

@@ -80,12 +80,44 @@ public final class URLSessionTransport: HTTPTransport {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var hop = request
         var redirectsSoFar = 0
+        // A streamed body is uploaded from a file: its own, or a temporary copy of parts or of a
+        // one-shot sequence (read once here, so redirects and the task reuse the copy).
+        var spilled: URL?
+        defer { if let spilled { try? FileManager.default.removeItem(at: spilled) } }
+        var uploadFile: URL?
+        if let stream = request.bodyStream {
+            if let file = stream.singleFile {
+                uploadFile = file
+            } else {
+                let copy = try await Self.spill(stream)
+                spilled = copy
+                uploadFile = copy
+            }
+            if let length = stream.length, !hop.headers.contains("Content-Length") {
+                hop.headers["Content-Length"] = String(length)
+            }
+        }
         while true {
-            let exchange = DataTaskExchange(request: hop, session: session, redirectsBefore: redirectsSoFar)
-            let task = session.dataTask(with: ConveyorClientSend.urlRequest(for: hop))
+            let exchange: any TaskExchange
+            let urlRequest = ConveyorClientSend.urlRequest(for: hop)
+            let task =
+                uploadFile.map { session.uploadTask(with: urlRequest, fromFile: $0) } ?? session.dataTask(with: urlRequest)
+            if let transfer = request.transfer, transfer.takesBodies {
+                exchange = StreamingExchange(
+                    request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar)
+            } else {
+                exchange = DataTaskExchange(request: hop, session: session, redirectsBefore: redirectsSoFar)
+            }
             delegate.register(exchange, for: task)
             do {
-                var response = try await exchange.run(task)
+                var response: HTTPResponse
+                if let streaming = exchange as? StreamingExchange {
+                    response = try await streaming.run(task)
+                } else if let exchange = exchange as? DataTaskExchange {
+                    response = try await exchange.run(task)
+                } else {
+                    throw NetworkError.transportFailed(NotHTTPResponseError())
+                }
                 response.request = request
                 return response
             } catch let redirect as ManualRedirect {
@@ -101,6 +133,38 @@ public final class URLSessionTransport: HTTPTransport {
         }
     }
 
+    /// Writes a body stream to a temporary file, for an upload task to read.
+    static func spill(_ stream: HTTPBodyStream) async throws(NetworkError) -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("conveyor-upload-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: url.path, contents: nil),
+            let handle = try? FileHandle(forWritingTo: url)
+        else {
+            throw .fileFailed(file: url.lastPathComponent, underlying: FileProblem("the temporary copy could not be created"))
+        }
+        defer { try? handle.close() }
+        do throws(NetworkError) {
+            try await stream.forEachChunk { chunk in
+                do {
+                    try handle.write(contentsOf: chunk)
+                } catch {
+                    throw NetworkError.fileFailed(file: url.lastPathComponent, underlying: error)
+                }
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: url)
+            throw error
+        }
+        return url
+    }
+
+    /// `true`: bodies stream in both directions (see ``HTTPTransport/streamsBodies``). A body
+    /// stream is uploaded from its file, or from a temporary copy when it is made of several
+    /// parts or is a one-shot sequence: FoundationNetworking reads a body stream on the thread
+    /// that drives every transfer of the session, so waiting there for an async producer would
+    /// stall the session's other requests. A response body the request's transfer takes is
+    /// handed on as it arrives, the data task suspended while the receiver is behind.
+    public var streamsBodies: Bool { true }
+
     /// `true`: a cancelled call returns at once, whatever the session is doing.
     public var honorsCancellation: Bool { true }
 }
@@ -111,19 +175,19 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     // @unchecked: `redirects` and `exchanges` are only touched under `lock`; the rest is immutable.
     private let lock = NSLock()
     private var redirects: [Int: Int] = [:]
-    private var exchanges: [Int: DataTaskExchange] = [:]
+    private var exchanges: [Int: any TaskExchange] = [:]
     private let maximumRedirects: Int
 
     init(maximumRedirects: Int) { self.maximumRedirects = maximumRedirects }
 
     /// Routes `task`'s bytes and completion to `exchange`.
-    func register(_ exchange: DataTaskExchange, for task: URLSessionTask) {
+    func register(_ exchange: any TaskExchange, for task: URLSessionTask) {
         lock.lock()
         exchanges[task.taskIdentifier] = exchange
         lock.unlock()
     }
 
-    private func exchange(for task: URLSessionTask) -> DataTaskExchange? {
+    private func exchange(for task: URLSessionTask) -> (any TaskExchange)? {
         lock.lock()
         defer { lock.unlock() }
         return exchanges[task.taskIdentifier]
@@ -137,7 +201,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
         _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
         completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
     ) {
-        exchange(for: dataTask)?.receivedHead()
+        exchange(for: dataTask)?.receivedHead(response)
         completionHandler(.allow)
     }
 
@@ -145,7 +209,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
         _ session: URLSession, task: URLSessionTask, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
         totalBytesExpectedToSend: Int64
     ) {
-        if totalBytesSent >= totalBytesExpectedToSend { exchange(for: task)?.sentBody() }
+        exchange(for: task)?.sentBody(totalBytesSent, of: totalBytesExpectedToSend)
     }
 
     #if !canImport(FoundationNetworking)
@@ -189,7 +253,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
             // (swift-corelibs-foundation PR #2948): a redirected POST would arrive empty. So the
             // task stops here, and the transport sends the next hop itself, body included.
             if response.statusCode == 307 || response.statusCode == 308, let target = request.url,
-                let exchange = exchange(for: task), exchange.request.body?.isEmpty == false
+                let exchange = exchange(for: task), exchange.request.body?.isEmpty == false || exchange.request.bodyStream != nil
             {
                 exchange.followManually(to: target, redirectsSoFar: count)
                 completionHandler(nil)

@@ -171,6 +171,13 @@ public struct HTTPBodyStream: Sendable, Hashable, CustomStringConvertible {
         return PartsReader(parts: Array(zip(parts, sizes)))
     }
 
+    /// The file, when the body is exactly one file's content (a transport can upload it from
+    /// disk as it is).
+    package var singleFile: URL? {
+        if case .parts(let parts, _) = source.kind, parts.count == 1, case .file(let url) = parts[0] { return url }
+        return nil
+    }
+
     /// Whether this is a one-shot body that a reader has already started reading.
     package var wasReadOnce: Bool { !isReplayable && source.read.withLock { $0 } }
 
