@@ -7,34 +7,55 @@ import ConveyorPipeline
     import Foundation
 #endif
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// One data task whose response body goes to the request's ``TransferHandler`` as it arrives
 /// (a download to a file, a streamed response), in bounded memory.
 ///
 /// The session's delegate queue cannot wait, so chunks queue here and the caller's task hands
-/// them on, awaiting the receiver. When more than ``highWater`` bytes wait, the data task is
-/// suspended (FoundationNetworking then pauses the connection's reads, so the server is slowed by
-/// TCP flow control), and resumed below ``lowWater``.
+/// them on, awaiting the receiver (which waits for its reader: that is the backpressure the
+/// caller sees). Up to ``memoryLimit`` bytes wait in memory; beyond that, while the receiver is
+/// behind, chunks wait in a temporary file (``SpillFile``) and are read back in order.
+///
+/// Why not pause the transfer? FoundationNetworking's `suspend()` takes effect only when the
+/// session's work queue is free, and while a fast transfer is arriving it is not: measured over
+/// loopback, 90 of 96 MiB had arrived before a suspend ran. And a suspend that lands just as the
+/// task completes traps in FoundationNetworking ("NativeProtocol.swift: Fatal error", seen while
+/// writing `aSlowReaderHoldsTheTransferBack`). A temporary file bounds memory whatever the
+/// speeds, and costs nothing when the reader keeps up.
 final class StreamingExchange: TaskExchange {
-    static let highWater = 2 << 20
-    static let lowWater = 512 << 10
+    static let memoryLimit = 4 << 20
+    /// Consecutive chunks are handed on joined, up to this many bytes: fewer, larger writes.
+    static let batch = 1 << 20
 
     private enum Event {
         case head(URLResponse)
         case chunk(Data)
+        /// This many bytes wait in the spill file, next in order.
+        case spilled(Int)
         case end((any Error)?)
     }
 
     private struct State {
         var events: [Event] = []
         var next = 0
+        /// Bytes waiting in memory.
         var queued = 0
-        var suspended = false
         var ended = false
         var waiter: CheckedContinuation<Void, Never>?
         var task: URLSessionDataTask?
         var tooManyRedirects = false
         var manualRedirect: ManualRedirect?
         var requestSent: Duration?
+        var spill: SpillFile?
+        /// Bytes in the spill file not read yet.
+        var spilledUnread = 0
     }
 
     let request: HTTPRequest
@@ -51,6 +72,8 @@ final class StreamingExchange: TaskExchange {
         self.session = session
         self.redirectsBefore = redirectsBefore
     }
+
+    deinit { state.withLock { $0.spill?.remove() } }
 
     // MARK: The delegate's side (the session's delegate queue)
 
@@ -69,11 +92,33 @@ final class StreamingExchange: TaskExchange {
         state.withLock { $0.requestSent = started.duration(to: now) }
     }
 
-    func receivedHead(_ response: URLResponse) { push(.head(response), bytes: 0) }
+    func receivedHead(_ response: URLResponse) { push(.head(response)) }
 
     func receive(_ data: Data) {
-        let suspend = push(.chunk(data), bytes: data.count)
-        if let suspend { suspend.suspend() }
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.ended else { return nil }
+            if state.spilledUnread == 0 && state.queued + data.count <= Self.memoryLimit {
+                state.events.append(.chunk(data))
+                state.queued += data.count
+            } else {
+                // The receiver is behind: the chunk waits on disk, in order.
+                do {
+                    if state.spill == nil { state.spill = try SpillFile() }
+                    try state.spill?.append(data)
+                    state.spilledUnread += data.count
+                    if case .spilled(let count)? = state.events.last, state.next < state.events.count {
+                        state.events[state.events.count - 1] = .spilled(count + data.count)
+                    } else {
+                        state.events.append(.spilled(data.count))
+                    }
+                } catch {
+                    state.events.append(.end(error))
+                    state.ended = true
+                }
+            }
+            return state.waiter.take()
+        }
+        waiter?.resume()
     }
 
     func complete(response: URLResponse?, error: (any Error)?) {
@@ -82,25 +127,16 @@ final class StreamingExchange: TaskExchange {
         let ending: (any Error)? =
             error ?? (tooMany ? NetworkError.tooManyRedirects : nil) ?? manual
             ?? (response is HTTPURLResponse ? nil : NetworkError.transportFailed(NotHTTPResponseError()))
-        push(.end(ending), bytes: 0)
+        push(.end(ending))
     }
 
-    /// Queues an event; returns the task when it should be suspended (too much is waiting).
-    @discardableResult
-    private func push(_ event: Event, bytes: Int) -> URLSessionDataTask? {
-        let (waiter, suspend) = state.withLock { state -> (CheckedContinuation<Void, Never>?, URLSessionDataTask?) in
-            guard !state.ended else { return (nil, nil) }
+    private func push(_ event: Event) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.ended else { return nil }
             state.events.append(event)
-            state.queued += bytes
-            var suspend: URLSessionDataTask?
-            if state.queued > Self.highWater && !state.suspended, let task = state.task {
-                state.suspended = true
-                suspend = task
-            }
-            return (state.waiter.take(), suspend)
+            return state.waiter.take()
         }
         waiter?.resume()
-        return suspend
     }
 
     // MARK: The caller's side
@@ -111,11 +147,13 @@ final class StreamingExchange: TaskExchange {
         state.withLock { $0.task = task }
         task.resume()
         do {
-            return try await withTaskCancellationHandler {
+            let response = try await withTaskCancellationHandler {
                 try await consume()
             } onCancel: {
                 end()
             }
+            end()
+            return response
         } catch {
             end()
             TaskCanceller.cancelLater(task, session: session, completing: completing)
@@ -130,27 +168,20 @@ final class StreamingExchange: TaskExchange {
         var collected = Data()
         var size: Int64 = 0
         while true {
+            let data: Data
             switch try await nextEvent() {
             case .head(let response):
                 guard let http = response as? HTTPURLResponse else { continue }
                 head = http
                 firstByte = started.duration(to: .now)
-                let status = http.statusCode
                 taking = try transfer.takesBody(
-                    of: HTTPResponse(status: status, deferredHeaders: { responseHeaders(http) }, body: Data(), request: request))
-            case .chunk(let data):
-                if firstByte == nil { firstByte = started.duration(to: .now) }
-                size += Int64(data.count)
-                if taking {
-                    try await transfer.receive(data)
-                } else {
-                    if let limit = request.maxResponseSize, collected.count + data.count > limit {
-                        throw NetworkError.responseTooLarge(limit: limit)
-                    }
-                    collected.append(data)
-                    transfer.received(size, of: head.flatMap { $0.expectedContentLength >= 0 ? $0.expectedContentLength : nil })
-                }
-                resumeIfDrained()
+                    of: HTTPResponse(
+                        status: http.statusCode, deferredHeaders: { responseHeaders(http) }, body: Data(), request: request))
+                continue
+            case .chunk(let chunk):
+                data = chunk
+            case .spilled(let count):
+                data = try readSpilled(count)
             case .end(let error):
                 if let error { throw error }
                 guard let head else { throw NetworkError.transportFailed(NotHTTPResponseError()) }
@@ -163,22 +194,49 @@ final class StreamingExchange: TaskExchange {
                     responseBodyBytes: Int(clamping: size))
                 return response
             }
+            if firstByte == nil { firstByte = started.duration(to: .now) }
+            size += Int64(data.count)
+            if taking {
+                try await transfer.receive(data)
+            } else {
+                if let limit = request.maxResponseSize, collected.count + data.count > limit {
+                    throw NetworkError.responseTooLarge(limit: limit)
+                }
+                collected.append(data)
+                transfer.received(size, of: head.flatMap { $0.expectedContentLength >= 0 ? $0.expectedContentLength : nil })
+            }
         }
     }
 
+    /// The next event; consecutive chunks in memory come joined, up to ``batch`` bytes.
     private func nextEvent() async throws -> Event {
         while true {
             if Task.isCancelled { throw URLError(.cancelled) }
             let event = state.withLock { state -> Event? in
                 guard state.next < state.events.count else { return nil }
-                let event = state.events[state.next]
+                var event = state.events[state.next]
                 state.events[state.next] = .end(nil)
                 state.next += 1
+                if case .chunk(var data) = event {
+                    while state.next < state.events.count, data.count < Self.batch,
+                        case .chunk(let more) = state.events[state.next]
+                    {
+                        data.append(more)
+                        state.events[state.next] = .end(nil)
+                        state.next += 1
+                    }
+                    state.queued -= data.count
+                    event = .chunk(data)
+                } else if case .spilled(let count) = event, count > Self.batch {
+                    // Read back a batch at a time; the rest stays next in line.
+                    state.next -= 1
+                    state.events[state.next] = .spilled(count - Self.batch)
+                    return .spilled(Self.batch)
+                }
                 if state.next == state.events.count {
                     state.events.removeAll(keepingCapacity: true)
                     state.next = 0
                 }
-                if case .chunk(let data) = event { state.queued -= data.count }
                 return event
             }
             if let event { return event }
@@ -193,25 +251,96 @@ final class StreamingExchange: TaskExchange {
         }
     }
 
-    private func resumeIfDrained() {
-        let task = state.withLock { state -> URLSessionDataTask? in
-            guard state.suspended, state.queued < Self.lowWater else { return nil }
-            state.suspended = false
-            return state.task
+    /// Reads the next `count` spilled bytes.
+    private func readSpilled(_ count: Int) throws -> Data {
+        try state.withLock { state throws -> Data in
+            guard let data = try state.spill?.read(count) else { throw NetworkError.transportFailed(NotHTTPResponseError()) }
+            state.spilledUnread -= count
+            if state.spilledUnread == 0 { try state.spill?.reset() }  // caught up: the file starts over
+            return data
         }
-        task?.resume()
     }
 
-    /// The caller left (cancelled, or the receiver failed): wake it and drop what is queued.
+    /// The caller left, or the exchange ended: wake it, drop what is queued, remove the spill file.
     private func end() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.ended = true
             state.events = []
             state.next = 0
             state.queued = 0
+            state.spill?.remove()
+            state.spill = nil
+            state.spilledUnread = 0
             return state.waiter.take()
         }
         waiter?.resume()
+    }
+}
+
+/// A temporary file where chunks wait, in order, while their receiver is behind.
+struct SpillFile {
+    private let url: URL
+    private let fd: Int32
+    private var written: Int64 = 0
+    private var read: Int64 = 0
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("conveyor-stream-\(UUID().uuidString)")
+        fd = url.withUnsafeFileSystemRepresentation { path in path.map { open($0, O_RDWR | O_CREAT | O_EXCL, 0o600) } ?? -1 }
+        guard fd >= 0 else { throw Self.failure(errno) }
+        unlink(url.path)  // gone from the directory at once; the space is freed when closed
+    }
+
+    mutating func append(_ data: Data) throws {
+        let result = data.withUnsafeBytes { raw -> Int32? in
+            var done = 0
+            while done < raw.count {
+                guard let base = raw.baseAddress else { return nil }
+                let count = pwrite(fd, base + done, raw.count - done, off_t(written) + off_t(done))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                done += count
+            }
+            return nil
+        }
+        if let result { throw Self.failure(result) }
+        written += Int64(data.count)
+    }
+
+    mutating func read(_ count: Int) throws -> Data {
+        var data = Data(count: count)
+        let result = data.withUnsafeMutableBytes { raw -> Int32? in
+            var done = 0
+            while done < count {
+                guard let base = raw.baseAddress else { return nil }
+                let got = pread(fd, base + done, count - done, off_t(read) + off_t(done))
+                if got < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                if got == 0 { return EIO }
+                done += got
+            }
+            return nil
+        }
+        if let result { throw Self.failure(result) }
+        read += Int64(count)
+        return data
+    }
+
+    /// Everything written was read: start the file over.
+    mutating func reset() throws {
+        guard ftruncate(fd, 0) == 0 else { throw Self.failure(errno) }
+        written = 0
+        read = 0
+    }
+
+    func remove() { close(fd) }
+
+    private static func failure(_ code: Int32) -> NetworkError {
+        .fileFailed(file: "a temporary stream buffer", underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))
     }
 }
 

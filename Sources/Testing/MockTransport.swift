@@ -31,6 +31,40 @@ public final class MockTransport: HTTPTransport, Sendable {
         case delayed(Duration, Reply)
         /// Decide from the request (for example: `401` for an old token, `200` for a new one).
         case handler(@Sendable (HTTPRequest) async -> Reply)
+        /// A response whose body arrives in these chunks, in order, then ends as `end` says: for
+        /// downloads, streamed responses and progress. A request whose transfer takes the body
+        /// (``Conveyor/NetworkClient/download(_:to:maxSize:)``, ``Conveyor/NetworkClient/stream(_:)``)
+        /// gets the chunks one by one, waiting while its reader is behind; any other request gets
+        /// them joined into one body.
+        case streamed(status: Int, headers: HTTPHeaders, chunks: [Data], end: StreamEnd)
+
+        /// How a ``streamed(status:headers:chunks:end:)`` body ends after its chunks.
+        public enum StreamEnd: Sendable {
+            /// The body is complete.
+            case complete
+            /// The connection breaks: the attempt fails with this error (for example
+            /// `URLError(.networkConnectionLost)`).
+            case failure(any Error)
+            /// No more bytes ever come; ends with `CancellationError` when the task is cancelled.
+            case hang
+        }
+
+        /// A 200 (or `status`) response whose body arrives in these chunks.
+        /// - Parameters:
+        ///   - chunks: The body's chunks.
+        ///   - status: The status code; 200 by default.
+        ///   - headers: The header fields; `Content-Length` is added when missing and `end` is
+        ///     `.complete`.
+        ///   - end: How the body ends; complete by default.
+        public static func chunks(
+            _ chunks: [Data], status: Int = 200, headers: HTTPHeaders = [:], end: StreamEnd = .complete
+        ) -> Reply {
+            var headers = headers
+            if case .complete = end, !headers.contains("Content-Length") {
+                headers["Content-Length"] = String(chunks.reduce(0) { $0 + $1.count })
+            }
+            return .streamed(status: status, headers: headers, chunks: chunks, end: end)
+        }
 
         /// An empty response with this status.
         /// - Parameters:
@@ -187,8 +221,13 @@ public final class MockTransport: HTTPTransport, Sendable {
         state.withLock { $0.stubs.append((.request(method, path, query: query), reply)) }
     }
 
-    /// Every request received, in order.
+    /// Every request received, in order. A request's ``Conveyor/HTTPRequest/bodyStream`` is read
+    /// as a transport would read it (reporting upload progress) and its bytes recorded in
+    /// ``Conveyor/HTTPRequest/body``.
     public var requests: [HTTPRequest] { state.withLock { $0.requests } }
+
+    /// `true`: the mock reads body streams and hands streamed bodies to the request's transfer.
+    public var streamsBodies: Bool { true }
 
     /// Forgets queued replies, stubs and recorded requests.
     public func reset() { state.withLock { $0 = State() } }
@@ -198,8 +237,21 @@ public final class MockTransport: HTTPTransport, Sendable {
     /// - Returns: The reply's response.
     /// - Throws: The reply's error, `CancellationError`, or ``UnexpectedRequest``.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var request = request
+        if let stream = request.bodyStream {
+            // Read as a transport would, once per attempt, reporting progress.
+            var sent: Int64 = 0
+            var bytes = Data()
+            try await stream.forEachChunk { chunk in
+                bytes.append(chunk)
+                sent += Int64(chunk.count)
+                request.transfer?.sent(sent, of: stream.length)
+            }
+            request.body = bytes
+        }
+        let recorded = request
         let reply = try state.withLock { state throws(UnexpectedRequest) -> Reply in
-            state.requests.append(request)
+            state.requests.append(recorded)
             if let index = state.queue.firstIndex(where: { $0.0.matches(request, basePath: basePath) }) {
                 return state.queue.remove(at: index).1
             }
@@ -215,7 +267,14 @@ public final class MockTransport: HTTPTransport, Sendable {
         switch reply {
         case .response(let status, let headers, let body):
             try Task.checkCancellation()
-            return HTTPResponse(status: status, headers: headers, body: body, request: request)
+            guard request.transfer != nil else {
+                return HTTPResponse(status: status, headers: headers, body: body, request: request)
+            }
+            let chunks = stride(from: 0, to: body.count, by: 64 * 1024).map { body[$0..<min($0 + 64 * 1024, body.count)] }
+            return try await deliver(status: status, headers: headers, chunks: chunks.map { Data($0) }, end: .complete, to: request)
+        case .streamed(let status, let headers, let chunks, let end):
+            try Task.checkCancellation()
+            return try await deliver(status: status, headers: headers, chunks: chunks, end: end, to: request)
         case .failure(let error):
             throw error
         case .hang:
@@ -227,6 +286,37 @@ public final class MockTransport: HTTPTransport, Sendable {
         case .handler(let decide):
             return try await answer(await decide(request), to: request)
         }
+    }
+
+    /// Answers with a body that arrives in chunks: handed to the request's transfer if it takes
+    /// it, joined otherwise.
+    private func deliver(
+        status: Int, headers: HTTPHeaders, chunks: [Data], end: Reply.StreamEnd, to request: HTTPRequest
+    ) async throws -> HTTPResponse {
+        var response = HTTPResponse(status: status, headers: headers, request: request)
+        let expected = headers["Content-Length"].flatMap { Int64($0) }
+        let taken = try request.transfer?.takesBody(of: response) ?? false
+        var body = Data()
+        var received: Int64 = 0
+        for chunk in chunks {
+            try Task.checkCancellation()
+            if taken {
+                try await request.transfer?.receive(chunk)
+            } else {
+                body.append(chunk)
+                received += Int64(chunk.count)
+                request.transfer?.received(received, of: expected)
+            }
+        }
+        switch end {
+        case .complete: break
+        case .failure(let error): throw error
+        case .hang:
+            try await hangUntilCancelled()
+            throw CancellationError()
+        }
+        response.body = body
+        return response
     }
 
     private func hangUntilCancelled() async throws {

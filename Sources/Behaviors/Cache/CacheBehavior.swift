@@ -66,7 +66,10 @@ public struct CacheBehavior: RequestBehavior {
             return try await passUnsafe(request, next: next)
         }
         let requestControl = request.headers.contains("Cache-Control") ? CacheControl(request.headers) : CacheControl()
-        if requestControl.noStore || Self.bypassingHeaders.contains(where: request.headers.contains) {
+        // A download or streamed response reaches this behavior with an empty body: never kept.
+        if requestControl.noStore || request.streamsResponseBody
+            || Self.bypassingHeaders.contains(where: request.headers.contains)
+        {
             context[CacheOutcome.self] = .bypassed
             return try await next(request)
         }

@@ -69,7 +69,10 @@ public struct DeduplicationBehavior: RequestBehavior {
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext)
         async throws -> HTTPResponse
     {
-        guard request.method == .get || request.method == .head else { return try await next(request) }
+        // A download or streamed response has one reader: each caller gets its own transfer.
+        guard request.method == .get || request.method == .head, !request.streamsResponseBody else {
+            return try await next(request)
+        }
         let key = CallKey(request, ignoring: ignoredHeaders)
         return try await calls.join(key, request: request, next: next).get()
     }

@@ -40,8 +40,17 @@ extension NetworkClient {
     public func download<Output>(
         _ request: Request<Output>, to destination: URL, maxSize: Int64? = nil
     ) async throws(NetworkError) -> Response<URL> {
+        try await download(request, to: destination, maxSize: maxSize, writeBytes: nil)
+    }
+
+    /// ``download(_:to:maxSize:)`` with the file writes replaced (tests simulate a full disk).
+    package func download<Output>(
+        _ request: Request<Output>, to destination: URL, maxSize: Int64?,
+        writeBytes: (@Sendable (Int32, UnsafeRawBufferPointer) -> Int)?
+    ) async throws(NetworkError) -> Response<URL> {
         let writer = DownloadWriter(
-            destination: destination, acceptable: configuration.acceptableStatusCodes, maxSize: maxSize)
+            destination: destination, acceptable: configuration.acceptableStatusCodes, maxSize: maxSize,
+            writeBytes: writeBytes)
         let (response, attempts): (HTTPResponse, Int)
         do throws(NetworkError) {
             (response, attempts) = try await performTransfer(

@@ -1,0 +1,159 @@
+import Conveyor
+import ConveyorTestSupport
+import ConveyorTesting
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Large transfers end to end: `URLSessionTransport` against the local server over loopback.
+@Suite struct LargeTransferTests {
+    func client(_ server: LocalServer, @RequestBehaviorBuilder behaviors: () -> [any RequestBehavior] = { [] })
+        -> NetworkClient
+    {
+        NetworkClient(
+            baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral),
+            configuration: .init(clock: ImmediateClock()), behaviors: behaviors)
+    }
+
+    /// 256 MiB to a file: the body never sits in memory.
+    @Test func aDownloadStaysInBoundedMemory() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await LocalServer.withServer { server in
+            let destination = scratch.file("quarter.bin")
+            let (_, before, peak) = try await ResourceUsage.peakResidentMB {
+                try await client(server).download(Request<Data>(path: "/stream", query: ["bytes": 256 << 20]), to: destination)
+            }
+            let size = try FileManager.default.attributesOfItem(atPath: destination.path)[.size] as? NSNumber
+            #expect(size?.intValue == 256 << 20)
+            print("RESOURCES download 256 MiB to a file: RSS \(before) MB, peak \(peak) MB")
+            #expect(peak - before < 50)
+        }
+    }
+
+    /// A reader slower than the network (it hashes every chunk): the data task is suspended while
+    /// the reader is behind, so memory stays bounded although the server could send it all.
+    @Test func aSlowReaderHoldsTheTransferBack() async throws {
+        try await LocalServer.withServer { server in
+            let total = 96 << 20
+            let (read, before, peak) = try await ResourceUsage.peakResidentMB { () async throws -> Int in
+                let streamed = try await client(server).stream(Request<Data>(path: "/stream", query: ["bytes": total]))
+                var read = 0
+                for try await chunk in streamed.body {
+                    read += chunk.count
+                    _ = slowChecksum(chunk)
+                }
+                return read
+            }
+            #expect(read == total)
+            print("RESOURCES stream 96 MiB to a slow reader: RSS \(before) MB, peak \(peak) MB")
+            #expect(peak - before < 50)
+        }
+    }
+
+    @Test func aServerThatClosesMidBodyFailsTheDownloadAndLeavesNothing() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await LocalServer.withServer { server in
+            let destination = scratch.file("cut.bin")
+            let error = await #expect(throws: NetworkError.self) {
+                try await client(server).download(Request<Data>(path: "/fault/truncated"), to: destination)
+            }
+            #expect(error?.caseName == "connectionFailed" || error?.caseName == "transportFailed")
+            #expect(scratch.names.isEmpty)
+        }
+    }
+
+    @Test func aServerThatClosesMidBodyEndsTheStreamWithAnError() async throws {
+        try await LocalServer.withServer { server in
+            let streamed = try await client(server).stream(Request<Data>(path: "/fault/truncated"))
+            await #expect(throws: NetworkError.self) {
+                for try await _ in streamed.body {}
+            }
+        }
+    }
+
+    /// Cancelled after the first bytes: `.cancelled` at once, nothing at the destination, and
+    /// (the route has no validator, so nothing can be resumed) no partial file.
+    @Test func cancellingMidDownloadLeavesNothing() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await LocalServer.withServer { server in
+            let destination = scratch.file("cancelled.bin")
+            let (started, signal) = AsyncStream<Void>.makeStream()
+            let request = Request<Data>(path: "/stream", query: ["bytes": 1 << 30]).onProgress { progress in
+                if progress.completedBytes > 0 { signal.yield() }
+            }
+            let recorder = HookRecorder()
+            let client = client(server) { RecordingBehavior("spy", recorder: recorder) }
+            let download = Task { try await client.download(request, to: destination) }
+            _ = await started.first { _ in true }
+            download.cancel()
+            let outcome = await withinTimeLimit(seconds: 30) { await download.result }
+            guard case .failure(let error)? = outcome else {
+                Issue.record("the download did not fail: \(String(describing: outcome))")
+                return
+            }
+            #expect((error as? NetworkError) == .cancelled)
+            #expect(scratch.names.isEmpty)
+            #expect(recorder.hooks(of: "spy").last == .afterFailure)
+        }
+    }
+
+    @Test func aFileUploadArrivesWhole() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await LocalServer.withServer { server in
+            let file = scratch.file("note.txt")
+            try Data("streamed from disk".utf8).write(to: file)
+            let progress = ProgressLog()
+            let echo: Echo = try await client(server).send(
+                Request<Echo>(method: .post, path: "/echo", body: .file(file, contentType: "text/plain"))
+                    .onProgress(progress.record))
+            #expect(echo.body == "streamed from disk")
+            #expect(echo.headers["content-type"] == "text/plain")
+            #expect(echo.headers["content-length"] == "18")
+            #expect(progress.uploads(attempt: 1).last == 18)
+        }
+    }
+
+    @Test func aOneShotStreamUploadArrivesWhole() async throws {
+        try await LocalServer.withServer { server in
+            let (chunks, feed) = AsyncStream<Data>.makeStream()
+            for word in ["one ", "shot ", "body"] { feed.yield(Data(word.utf8)) }
+            feed.finish()
+            let echo: Echo = try await client(server).send(
+                Request<Echo>(method: .put, path: "/echo", body: .stream(chunks, contentType: "text/plain")))
+            #expect(echo.body == "one shot body")
+        }
+    }
+
+    /// 307 keeps the method and the body, also when it is a file (Linux's URLSession drops it;
+    /// the transport follows such a hop itself).
+    @Test func aRedirectedFileUploadKeepsItsBody() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await LocalServer.withServer { server in
+            let file = scratch.file("moved.txt")
+            try Data("follow me".utf8).write(to: file)
+            let echo: Echo = try await client(server).send(
+                Request<Echo>(
+                    method: .post, path: "/redirect", query: ["status": "307", "to": "/echo"],
+                    body: .file(file, contentType: "text/plain")))
+            #expect(echo.method == "POST")
+            #expect(echo.body == "follow me")
+        }
+    }
+}
+
+/// Deliberately slow per byte: a reader that cannot keep up with loopback.
+func slowChecksum(_ data: Data) -> UInt64 {
+    var sum: UInt64 = 0
+    for _ in 0..<4 {
+        for byte in data { sum = sum &* 31 &+ UInt64(byte) }
+    }
+    return sum
+}
