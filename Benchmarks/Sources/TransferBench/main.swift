@@ -14,8 +14,8 @@
 //   without it), its growth that peak minus the peak of a one-byte curl download.
 // Each download's size and sampled bytes (byte i is i % 256) are checked, and each upload's
 // byte count and SHA-256 as the server computed them (against sha256sum of the file).
-// With R rounds the order of the two sides flips every round; the table shows the median time
-// and the largest memory growth. Exits 1 when Conveyor's peak RSS growth reaches 50 MB in either
+// Each transfer prints a line as it ends; then a markdown table. With R rounds the order of the
+// two sides flips every round, and the table shows the median time and the largest growth. Exits 1 when Conveyor's peak RSS growth reaches 50 MB in either
 // direction (the acceptance bound), 2 when a transfer fails or delivers wrong bytes.
 import BenchSupport
 import Foundation
@@ -208,29 +208,35 @@ let transfers: [() throws -> Measurement] = [
     },
 ]
 
-for round in 0..<rounds {
-    // Both sides of a direction back to back: curl first in even rounds, Conveyor first in odd ones.
-    for scenario in round % 2 == 0 ? [1, 0, 3, 2] : [0, 1, 2, 3] {
+func mb(_ bytes: Int?) -> String { bytes.map { String(format: "%.1f MB", Double($0) / megabyte) } ?? "n/a" }
+
+for round in 1...rounds {
+    // Both sides of a direction back to back: curl first in odd rounds, Conveyor first in even ones.
+    for scenario in round % 2 == 1 ? [1, 0, 3, 2] : [0, 1, 2, 3] {
         do {
-            results[scenario].append(try transfers[scenario]())
+            let measurement = try transfers[scenario]()
+            results[scenario].append(measurement)
+            print(
+                "round \(round), \(labels[scenario]): " + String(format: "%.2f s", measurement.seconds)
+                    + ", peak RSS growth \(mb(measurement.growth))")
         } catch {
             errors.append("\(labels[scenario]): \(error)")
+            print("round \(round), \(labels[scenario]): failed")
         }
     }
 }
 server.terminate()
 try? FileManager.default.removeItem(at: directory)
+print("")
 
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
 }
 
-func mb(_ bytes: Int?) -> String { bytes.map { String(format: "%.1f MB", Double($0) / megabyte) } ?? "n/a" }
-
 let elapsed = ContinuousClock.now - began
 print(
-    "Large transfers over 127.0.0.1: \(bytes) bytes (\(String(format: "%.2f", Double(bytes) / 1e9)) GB) each way, "
+    "Large transfers over 127.0.0.1: \(bytes) bytes (\(String(format: "%.1f", Double(bytes) / 1_048_576)) MiB) each way, "
         + "\(rounds) round\(rounds == 1 ? "" : "s")\(rounds > 1 ? " (median time, largest growth)" : ""); "
         + "the whole run took \(elapsed.components.seconds) s")
 print("")
