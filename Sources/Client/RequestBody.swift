@@ -8,6 +8,7 @@ public import Foundation
 /// .data(png, contentType: "image/png")
 /// .file(movieURL, contentType: "video/mp4")      // streamed from disk, re-read on a retry
 /// .stream(chunks, length: size)                   // a one-shot AsyncSequence of Data
+/// .multipart(form)                                // multipart/form-data; files streamed
 /// ```
 /// A `Content-Type` header set on the request wins over the one the body implies.
 public enum RequestBody: Sendable {
@@ -26,6 +27,11 @@ public enum RequestBody: Sendable {
     /// A body read in pieces while it is sent: a file, parts, or a one-shot sequence (which is
     /// never sent twice: see ``HTTPBodyStream``).
     case stream(HTTPBodyStream, contentType: String?)
+    /// A `multipart/form-data` form (RFC 7578), with ``MultipartForm/contentType`` as its content
+    /// type: leave `Content-Type` unset on the request, since the boundary is in it. Its files are
+    /// streamed from disk and read again for every attempt; a missing file fails with
+    /// ``NetworkError/fileFailed(file:underlying:)`` before anything is sent.
+    case multipart(MultipartForm)
 
     /// What an encoded body is: bytes, or a stream.
     enum Encoded {
@@ -44,6 +50,8 @@ public enum RequestBody: Sendable {
             return (.stream(try .file(url)), contentType)
         case .stream(let stream, let contentType):
             return (.stream(stream), contentType)
+        case .multipart(let form):
+            return (.stream(try form.bodyStream()), form.contentType)
         case .json(let value):
             do {
                 return (.bytes(try encoder.encode(value)), "application/json")

@@ -29,16 +29,24 @@ import ConveyorPipeline
 /// task completes traps in FoundationNetworking ("NativeProtocol.swift: Fatal error", seen while
 /// writing `aSlowReaderHoldsTheTransferBack`). A temporary file bounds memory whatever the
 /// speeds, and costs nothing when the reader keeps up.
-final class StreamingExchange: TaskExchange {
-    static let memoryLimit = 4 << 20
+package final class StreamingExchange: TaskExchange {
+    static let memoryLimit = 2 << 20
+    /// Bytes at the head of the queue that stay in memory when the rest is spilled.
+    static let keptInMemory = 512 << 10
+    /// Writes every exchange's excess to disk, off the session's delegate queue.
+    private static let spillQueue = DispatchQueue(label: "Conveyor.URLSessionTask.spill")
+    /// Bytes that ever waited in a spill file, process-wide (tests check the slow path ran).
+    package static let spilledBytes = Locked<Int64>(0)
     /// Consecutive chunks are handed on joined, up to this many bytes: fewer, larger writes.
-    static let batch = 1 << 20
+    static let batch = 256 << 10
 
     private enum Event {
         case head(URLResponse)
         case chunk(Data)
         /// This many bytes wait in the spill file, next in order.
         case spilled(Int)
+        /// Chunks being moved to the spill file: the reader waits for them.
+        case spilling
         case end((any Error)?)
     }
 
@@ -56,6 +64,8 @@ final class StreamingExchange: TaskExchange {
         var spill: SpillFile?
         /// Bytes in the spill file not read yet.
         var spilledUnread = 0
+        /// A ``spillExcess()`` run is scheduled or running.
+        var spillScheduled = false
     }
 
     let request: HTTPRequest
@@ -72,8 +82,6 @@ final class StreamingExchange: TaskExchange {
         self.session = session
         self.redirectsBefore = redirectsBefore
     }
-
-    deinit { state.withLock { $0.spill?.remove() } }
 
     // MARK: The delegate's side (the session's delegate queue)
 
@@ -95,30 +103,93 @@ final class StreamingExchange: TaskExchange {
     func receivedHead(_ response: URLResponse) { push(.head(response)) }
 
     func receive(_ data: Data) {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard !state.ended else { return nil }
-            if state.spilledUnread == 0 && state.queued + data.count <= Self.memoryLimit {
-                state.events.append(.chunk(data))
-                state.queued += data.count
-            } else {
-                // The receiver is behind: the chunk waits on disk, in order.
-                do {
-                    if state.spill == nil { state.spill = try SpillFile() }
-                    try state.spill?.append(data)
-                    state.spilledUnread += data.count
-                    if case .spilled(let count)? = state.events.last, state.next < state.events.count {
-                        state.events[state.events.count - 1] = .spilled(count + data.count)
-                    } else {
-                        state.events.append(.spilled(data.count))
-                    }
-                } catch {
-                    state.events.append(.end(error))
-                    state.ended = true
-                }
-            }
-            return state.waiter.take()
+        // O(1) on the delegate queue: FoundationNetworking queues every chunk as an operation
+        // there, so any slower work here lets those operations (and their bytes) pile up.
+        let (waiter, spill) = state.withLock { state -> (CheckedContinuation<Void, Never>?, Bool) in
+            guard !state.ended else { return (nil, false) }
+            state.events.append(.chunk(data))
+            state.queued += data.count
+            let spill = state.queued > Self.memoryLimit && !state.spillScheduled
+            if spill { state.spillScheduled = true }
+            return (state.waiter.take(), spill)
         }
         waiter?.resume()
+        if spill { Self.spillQueue.async { [weak self] in self?.spillExcess() } }
+    }
+
+    /// Moves the newest queued chunks to the spill file until at most ``memoryLimit`` bytes wait
+    /// in memory. Runs on ``spillQueue``; the chunks moved become one `.spilled` event, in place,
+    /// so the order of the body is kept.
+    private func spillExcess() {
+        while true {
+            // Take the chunks after the last spilled region (and after the first
+            // ``keptInMemory`` bytes, which the reader gets next), leaving a placeholder.
+            let taken = state.withLock { state -> (SpillFile, [Data])? in
+                guard !state.ended, state.queued > Self.memoryLimit else {
+                    state.spillScheduled = false
+                    return nil
+                }
+                if state.spill == nil {
+                    do {
+                        state.spill = try SpillFile()
+                    } catch {
+                        state.events.append(.end(error))
+                        state.ended = true
+                        state.spillScheduled = false
+                        return nil
+                    }
+                }
+                var start = state.next
+                var kept = 0
+                for index in state.next..<state.events.count {
+                    switch state.events[index] {
+                    case .spilled, .spilling: start = index + 1  // after the last spilled region
+                    case .head: if index == start { start = index + 1 }
+                    case .chunk(let data):
+                        if index == start && kept < Self.keptInMemory {
+                            kept += data.count
+                            start = index + 1
+                        }
+                    case .end: break
+                    }
+                }
+                var chunks: [Data] = []
+                var end = start
+                while end < state.events.count, case .chunk(let data) = state.events[end] {
+                    chunks.append(data)
+                    end += 1
+                }
+                guard !chunks.isEmpty, let spill = state.spill else {
+                    state.spillScheduled = false
+                    return nil
+                }
+                state.events.replaceSubrange(start..<end, with: [.spilling])
+                state.queued -= chunks.reduce(0) { $0 + $1.count }
+                return (spill, chunks)
+            }
+            guard let (spill, chunks) = taken else { return }
+            var failure: NetworkError?
+            var count = 0
+            for chunk in chunks where failure == nil {
+                failure = spill.write(chunk, at: spill.reserve(chunk.count))
+                count += chunk.count
+            }
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard !state.ended, let index = state.events.lastIndex(where: { if case .spilling = $0 { true } else { false } })
+                else { return nil }
+                if let failure {
+                    state.events[index] = .end(failure)
+                    state.ended = true
+                } else {
+                    state.events[index] = .spilled(count)
+                    state.spilledUnread += count
+                }
+                return state.waiter.take()
+            }
+            Self.spilledBytes.withLock { $0 += Int64(count) }
+            waiter?.resume()
+            if failure != nil { return }
+        }
     }
 
     func complete(response: URLResponse?, error: (any Error)?) {
@@ -182,6 +253,8 @@ final class StreamingExchange: TaskExchange {
                 data = chunk
             case .spilled(let count):
                 data = try readSpilled(count)
+            case .spilling:
+                continue  // never returned by nextEvent
             case .end(let error):
                 if let error { throw error }
                 guard let head else { throw NetworkError.transportFailed(NotHTTPResponseError()) }
@@ -196,6 +269,9 @@ final class StreamingExchange: TaskExchange {
             }
             if firstByte == nil { firstByte = started.duration(to: .now) }
             size += Int64(data.count)
+            // A long transfer whose bytes are always ready would otherwise keep one of the
+            // cooperative pool's threads (as many as there are cores) from every other task.
+            await Task.yield()
             if taking {
                 try await transfer.receive(data)
             } else {
@@ -214,6 +290,7 @@ final class StreamingExchange: TaskExchange {
             if Task.isCancelled { throw URLError(.cancelled) }
             let event = state.withLock { state -> Event? in
                 guard state.next < state.events.count else { return nil }
+                if case .spilling = state.events[state.next] { return nil }  // being written
                 var event = state.events[state.next]
                 state.events[state.next] = .end(nil)
                 state.next += 1
@@ -242,7 +319,9 @@ final class StreamingExchange: TaskExchange {
             if let event { return event }
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let ready = state.withLock { state -> Bool in
-                    if state.next < state.events.count || state.ended { return true }
+                    let spilling: Bool
+                    if state.next < state.events.count, case .spilling = state.events[state.next] { spilling = true } else { spilling = false }
+                    if (state.next < state.events.count && !spilling) || state.ended { return true }
                     state.waiter = continuation
                     return false
                 }
@@ -251,14 +330,18 @@ final class StreamingExchange: TaskExchange {
         }
     }
 
-    /// Reads the next `count` spilled bytes.
+    /// Reads the next `count` spilled bytes (outside the lock: the writer never waits for it).
     private func readSpilled(_ count: Int) throws -> Data {
-        try state.withLock { state throws -> Data in
-            guard let data = try state.spill?.read(count) else { throw NetworkError.transportFailed(NotHTTPResponseError()) }
-            state.spilledUnread -= count
-            if state.spilledUnread == 0 { try state.spill?.reset() }  // caught up: the file starts over
-            return data
+        guard let (spill, offset) = state.withLock({ state in state.spill.map { ($0, $0.claimRead(count)) } }) else {
+            throw NetworkError.transportFailed(NotHTTPResponseError())
         }
+        let data = try spill.read(count, at: offset)
+        try state.withLock { state throws in
+            state.spilledUnread -= count
+            // Caught up, with nothing being written: the file starts over.
+            if state.spilledUnread == 0 && !state.spillScheduled { try state.spill?.reset() }
+        }
+        return data
     }
 
     /// The caller left, or the exchange ended: wake it, drop what is queued, remove the spill file.
@@ -268,8 +351,7 @@ final class StreamingExchange: TaskExchange {
             state.events = []
             state.next = 0
             state.queued = 0
-            state.spill?.remove()
-            state.spill = nil
+            state.spill = nil  // closed when the last reader or writer lets go
             state.spilledUnread = 0
             return state.waiter.take()
         }
@@ -277,26 +359,43 @@ final class StreamingExchange: TaskExchange {
     }
 }
 
-/// A temporary file where chunks wait, in order, while their receiver is behind.
-struct SpillFile {
-    private let url: URL
+/// A temporary file where chunks wait, in order, while their receiver is behind. Offsets are
+/// handed out under the exchange's lock; the bytes are written and read outside it.
+final class SpillFile: Sendable {
     private let fd: Int32
-    private var written: Int64 = 0
-    private var read: Int64 = 0
+    /// Where the next write goes, and where the next read starts.
+    private let offsets = Locked<(written: Int64, read: Int64)>((0, 0))
 
     init() throws {
-        url = FileManager.default.temporaryDirectory.appendingPathComponent("conveyor-stream-\(UUID().uuidString)")
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("conveyor-stream-\(UUID().uuidString)")
         fd = url.withUnsafeFileSystemRepresentation { path in path.map { open($0, O_RDWR | O_CREAT | O_EXCL, 0o600) } ?? -1 }
         guard fd >= 0 else { throw Self.failure(errno) }
         unlink(url.path)  // gone from the directory at once; the space is freed when closed
     }
 
-    mutating func append(_ data: Data) throws {
-        let result = data.withUnsafeBytes { raw -> Int32? in
+    deinit { close(fd) }
+
+    func reserve(_ count: Int) -> Int64 {
+        offsets.withLock { offsets in
+            defer { offsets.written += Int64(count) }
+            return offsets.written
+        }
+    }
+
+    func claimRead(_ count: Int) -> Int64 {
+        offsets.withLock { offsets in
+            defer { offsets.read += Int64(count) }
+            return offsets.read
+        }
+    }
+
+    /// Writes `data` at `offset`; returns the failure, if any.
+    func write(_ data: Data, at offset: Int64) -> NetworkError? {
+        let code = data.withUnsafeBytes { raw -> Int32? in
             var done = 0
             while done < raw.count {
                 guard let base = raw.baseAddress else { return nil }
-                let count = pwrite(fd, base + done, raw.count - done, off_t(written) + off_t(done))
+                let count = pwrite(fd, base + done, raw.count - done, off_t(offset) + off_t(done))
                 if count < 0 {
                     if errno == EINTR { continue }
                     return errno
@@ -305,17 +404,16 @@ struct SpillFile {
             }
             return nil
         }
-        if let result { throw Self.failure(result) }
-        written += Int64(data.count)
+        return code.map(Self.failure)
     }
 
-    mutating func read(_ count: Int) throws -> Data {
+    func read(_ count: Int, at offset: Int64) throws -> Data {
         var data = Data(count: count)
-        let result = data.withUnsafeMutableBytes { raw -> Int32? in
+        let code = data.withUnsafeMutableBytes { raw -> Int32? in
             var done = 0
             while done < count {
                 guard let base = raw.baseAddress else { return nil }
-                let got = pread(fd, base + done, count - done, off_t(read) + off_t(done))
+                let got = pread(fd, base + done, count - done, off_t(offset) + off_t(done))
                 if got < 0 {
                     if errno == EINTR { continue }
                     return errno
@@ -325,19 +423,17 @@ struct SpillFile {
             }
             return nil
         }
-        if let result { throw Self.failure(result) }
-        read += Int64(count)
+        if let code { throw Self.failure(code) }
         return data
     }
 
     /// Everything written was read: start the file over.
-    mutating func reset() throws {
-        guard ftruncate(fd, 0) == 0 else { throw Self.failure(errno) }
-        written = 0
-        read = 0
+    func reset() throws {
+        try offsets.withLock { offsets throws in
+            guard ftruncate(fd, 0) == 0 else { throw Self.failure(errno) }
+            offsets = (0, 0)
+        }
     }
-
-    func remove() { close(fd) }
 
     private static func failure(_ code: Int32) -> NetworkError {
         .fileFailed(file: "a temporary stream buffer", underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))

@@ -157,11 +157,13 @@ public final class URLSessionTransport: HTTPTransport {
         return url
     }
 
-    /// `true`: bodies stream in both directions (see ``HTTPTransport/streamsBodies``). A body
-    /// stream is uploaded from its file, or from a temporary copy when it is made of several
-    /// parts or is a one-shot sequence: FoundationNetworking reads a body stream on the thread
-    /// that drives every transfer of the session, so waiting there for an async producer would
-    /// stall the session's other requests. A response body the request's transfer takes is
+    /// `true`: bodies stream in both directions (see ``HTTPTransport/streamsBodies``). A file
+    /// body is uploaded from its file. A body of several parts (multipart) or a one-shot sequence
+    /// is first copied to a temporary file, and uploaded from there with its `Content-Length`:
+    /// FoundationNetworking sends an `InputStream` body with `Transfer-Encoding: chunked` (even
+    /// next to a `Content-Length`, which is invalid HTTP), and reads it synchronously on the
+    /// thread that drives every transfer of the session, where waiting for an async producer
+    /// would stall the session's other requests. A response body the request's transfer takes is
     /// handed on as it arrives, the data task suspended while the receiver is behind.
     public var streamsBodies: Bool { true }
 
@@ -287,3 +289,4 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
             && port(a) == port(b)
     }
 }
+

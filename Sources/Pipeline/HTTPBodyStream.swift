@@ -164,13 +164,6 @@ public struct HTTPBodyStream: Sendable, Hashable, CustomStringConvertible {
         return data
     }
 
-    /// A reader that reads the parts synchronously (for a transport that pulls bytes from its own
-    /// thread, like FoundationNetworking's `InputStream`), or `nil` for a one-shot sequence.
-    package func makePartsReader() -> PartsReader? {
-        guard case .parts(let parts, let sizes) = source.kind else { return nil }
-        return PartsReader(parts: Array(zip(parts, sizes)))
-    }
-
     /// The file, when the body is exactly one file's content (a transport can upload it from
     /// disk as it is).
     package var singleFile: URL? {
@@ -269,62 +262,4 @@ final class FileChunkReader {
     }
 
     func close() { try? handle.close() }
-}
-
-/// Reads a body's parts synchronously, into a caller's buffer.
-package final class PartsReader {
-    private var parts: ArraySlice<(HTTPBodyStream.Part, Int64)>
-    private var current: (data: Data, offset: Int)?
-    private var file: FileChunkReader?
-    /// The first error met; reading stops there.
-    package private(set) var failure: NetworkError?
-
-    init(parts: [(HTTPBodyStream.Part, Int64)]) { self.parts = parts[...] }
-
-    /// Copies up to `count` bytes into `buffer`.
-    /// - Returns: The number copied: `0` at the end, `-1` after an error (see ``failure``).
-    package func read(into buffer: UnsafeMutablePointer<UInt8>, count: Int) -> Int {
-        guard failure == nil else { return -1 }
-        while true {
-            if let (data, offset) = current, offset < data.count {
-                let n = min(count, data.count - offset)
-                data.withUnsafeBytes { raw in
-                    guard let base = raw.baseAddress else { return }
-                    buffer.update(from: base.assumingMemoryBound(to: UInt8.self) + offset, count: n)
-                }
-                current = (data, offset + n)
-                return n
-            }
-            current = nil
-            do throws(NetworkError) {
-                if let file {
-                    if let chunk = try file.next(max: max(count, 64 * 1024)) {
-                        current = (chunk, 0)
-                        continue
-                    }
-                    file.close()
-                    self.file = nil
-                }
-                guard let (part, size) = parts.popFirst() else { return 0 }
-                switch part {
-                case .data(let data): current = (data, 0)
-                case .file(let url): file = try FileChunkReader(url: url, expected: size)
-                }
-            } catch {
-                failure = error
-                file?.close()
-                file = nil
-                return -1
-            }
-        }
-    }
-
-    /// Whether every part has been read.
-    package var isAtEnd: Bool { failure == nil && parts.isEmpty && file == nil && (current.map { $0.offset >= $0.data.count } ?? true) }
-
-    /// Closes an open file.
-    package func close() {
-        file?.close()
-        file = nil
-    }
 }

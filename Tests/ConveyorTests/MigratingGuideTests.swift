@@ -49,6 +49,31 @@ enum GitHub: Endpoint {
 
 struct User: Codable, Equatable, Sendable { var login: String }
 
+enum Uploads: Endpoint {
+    case poster(title: String, file: URL)
+
+    var method: HTTPMethod { .post }
+    var path: String { "/posters" }
+    var body: RequestBody {
+        switch self {
+        case .poster(let title, let file):
+            var form = MultipartForm()
+            form.append(title, name: "title")  // a text field
+            form.append(file: file, name: "poster")  // filename and type from the URL
+            return .multipart(form)
+        }
+    }
+}
+
+private func upload(_ notes: Data, poster: URL, with client: NetworkClient) async throws(NetworkError) -> Movie {
+    try await client.send(Uploads.poster(title: "Heat", file: poster))
+
+    var form = MultipartForm()
+    form.append("Heat", name: "title")
+    form.append(notes, name: "notes", filename: "notes.json", contentType: "application/json")
+    return try await client.send(Request(method: .post, path: "/movies", body: .multipart(form)))
+}
+
 actor CountingSpinner: Spinning {
     private(set) var visible = 0
     private(set) var shows = 0
@@ -113,5 +138,27 @@ actor CountingSpinner: Spinning {
             caught = "\(error)"
         }
         #expect(caught == "notFound")
+    }
+
+    @Test func multipartFormDataBecomesAMultipartForm() async throws {
+        let poster = FileManager.default.temporaryDirectory.appendingPathComponent("poster-\(UUID()).png")
+        try Data("PNG!".utf8).write(to: poster)
+        defer { try? FileManager.default.removeItem(at: poster) }
+        let mock = MockTransport()
+        mock.enqueue(.status(201), .json(Movie(id: 7, title: "Heat")))
+        let client = NetworkClient(baseURL: base, transport: mock)
+
+        let movie = try await upload(Data("{}".utf8), poster: poster, with: client)
+
+        #expect(movie == Movie(id: 7, title: "Heat"))
+        #expect(mock.requests.map(\.url.path) == ["/posters", "/movies"])
+        let bodies = mock.requests.map { String(decoding: $0.body ?? Data(), as: UTF8.self) }
+        for (request, body) in zip(mock.requests, bodies) {
+            let type = try #require(request.headers["Content-Type"])
+            #expect(type.hasPrefix("multipart/form-data; boundary=conveyor-"))
+            #expect(body.hasSuffix("\r\n--\(type.dropFirst("multipart/form-data; boundary=".count))--\r\n"))
+        }
+        #expect(bodies[0].contains("name=\"poster\"; filename=\"\(poster.lastPathComponent)\"\r\nContent-Type: image/png\r\n\r\nPNG!\r\n"))
+        #expect(bodies[1].contains("name=\"notes\"; filename=\"notes.json\"\r\nContent-Type: application/json\r\n\r\n{}\r\n"))
     }
 }

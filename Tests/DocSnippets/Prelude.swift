@@ -58,3 +58,7 @@ public enum GitHub: Endpoint {
         }
     }
 }
+
+// Large transfers (README quick start).
+public let trailerFile = FileManager.default.temporaryDirectory.appendingPathComponent("trailer.mp4")
+public let posterFile = FileManager.default.temporaryDirectory.appendingPathComponent("poster.jpg")

@@ -53,6 +53,72 @@ def gzip_zeros(total):
         return gzip_cache[total]
 
 
+def parse_multipart(content_type, body):
+    """The parts of a multipart/form-data body (RFC 7578), without the removed `cgi` module.
+
+    Returns a list of (headers dict with lower-case names, content bytes); raises ValueError.
+    """
+    kind, _, params = content_type.partition(";")
+    boundary = None
+    for param in params.split(";"):
+        key, _, value = param.strip().partition("=")
+        if key.lower() == "boundary":
+            boundary = value[1:-1] if value.startswith('"') and value.endswith('"') else value
+    if kind.strip().lower() != "multipart/form-data" or not boundary:
+        raise ValueError("not multipart/form-data with a boundary")
+    # Every delimiter but the first follows a CRLF; a preamble before the first is ignored.
+    sections = (b"\r\n" + body).split(b"\r\n--" + boundary.encode())
+    if len(sections) < 2 or not sections[-1].startswith(b"--"):
+        raise ValueError("no closing delimiter")
+    parts = []
+    for section in sections[1:-1]:
+        if not section.startswith(b"\r\n"):
+            raise ValueError("a delimiter is not followed by CRLF")
+        rest = section[2:]
+        if rest.startswith(b"\r\n"):  # a part with no headers
+            head, content = b"", rest[2:]
+        else:
+            head, separator, content = rest.partition(b"\r\n\r\n")
+            if not separator:
+                raise ValueError("a part's headers do not end")
+        headers = {}
+        for line in head.decode("utf-8").split("\r\n") if head else []:
+            name, colon, value = line.partition(":")
+            if not colon:
+                raise ValueError("a header line has no colon")
+            headers[name.strip().lower()] = value.strip()
+        parts.append((headers, content))
+    return parts
+
+
+def disposition_params(value):
+    """name and filename of a Content-Disposition value, undoing the %22/%0D/%0A escaping."""
+    unescape = lambda text: text.replace("%22", '"').replace("%0D", "\r").replace("%0A", "\n")
+    params = {}
+    for match in re.finditer(r';\s*([^=;\s]+)\s*=\s*(?:"([^"]*)"|([^;\s]*))', value):
+        params[match.group(1).lower()] = unescape(match.group(2) if match.group(2) is not None else match.group(3))
+    return params
+
+
+def describe_multipart(content_type, body):
+    """What /multipart answers: each part's name, filename, content type, size, digest, and text."""
+    described = []
+    for headers, content in parse_multipart(content_type, body):
+        params = disposition_params(headers.get("content-disposition", ""))
+        text = None
+        if "filename" not in params and len(content) < 1024:
+            try:
+                text = content.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        described.append({
+            "name": params.get("name"), "filename": params.get("filename"),
+            "contentType": headers.get("content-type"), "size": len(content),
+            "sha256": hashlib.sha256(content).hexdigest(), "text": text,
+        })
+    return {"parts": described}
+
+
 # Byte i of every /blob body is i % 256. A chunk of up to 64 KiB starting at any offset is a slice
 # of this pattern (one block and one more period, so a slice may start at any phase).
 PATTERN = memoryview(bytes(range(256)) * 257)
@@ -126,6 +192,11 @@ class Handler(BaseHTTPRequestHandler):
                 "headers": headers, "body": text, "json": parsed,
                 "form": parse_qs(text, keep_blank_values=True) if is_form else None,
             })
+        elif url.path == "/multipart":  # parses a multipart/form-data body: describe_multipart
+            try:
+                self.send(200, describe_multipart(self.headers.get("Content-Type") or "", body))
+            except (ValueError, UnicodeDecodeError) as error:
+                self.send(400, {"error": str(error)})
         elif len(parts) == 2 and parts[0] == "status":
             extra = [("Retry-After", arg("retryAfter"))] if arg("retryAfter") is not None else []
             self.send(int(parts[1]), {"status": int(parts[1])}, headers=extra)
