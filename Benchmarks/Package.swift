@@ -4,6 +4,7 @@
 //   swift package --package-path Benchmarks benchmark                     (in-memory scenarios)
 //   swift run --package-path Benchmarks -c release loopback-bench         (end to end over 127.0.0.1)
 //   swift run --package-path Benchmarks -c release cache-bench            (cached vs network GET over 127.0.0.1)
+//   swift run --package-path Benchmarks -c release transfer-bench         (1 GiB down and up vs curl over 127.0.0.1)
 import PackageDescription
 
 let package = Package(
@@ -16,7 +17,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
     ],
     targets: [
-        // The realistic chain's fakes and the in-memory transport, shared by both executables.
+        // Shared by the executables: the realistic chain's fakes, the in-memory transport, and the
+        // test server's startup (for the loopback benchmarks).
         .target(
             name: "BenchSupport", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/BenchSupport"),
@@ -44,8 +46,12 @@ let package = Package(
             path: "Sources/LoopbackBench"),
         // A cached GET against a network GET over loopback (CacheBehavior).
         .executableTarget(
-            name: "cache-bench", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
+            name: "cache-bench", dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/CacheBench"),
+        // 1 GiB down and up through NetworkClient and curl over loopback: time and peak memory.
+        .executableTarget(
+            name: "transfer-bench", dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
+            path: "Sources/TransferBench"),
         // One scenario N times, for valgrind's callgrind: instructions per request (instructions.sh).
         .executableTarget(
             name: "instruction-count",

@@ -119,6 +119,30 @@ def describe_multipart(content_type, body):
     return {"parts": described}
 
 
+# Byte i of every /blob body is i % 256. A chunk of up to 64 KiB starting at any offset is a slice
+# of this pattern (one block and one more period, so a slice may start at any phase).
+PATTERN = memoryview(bytes(range(256)) * 257)
+BLOB_DATE = "Mon, 01 Jan 2024 00:00:00 GMT"
+blob_ranges = {}  # key -> the Range header of each /blob request for it (None where it had none)
+upload_logs = {}  # key -> one {"bytes", "sha256", "status"} per /upload for it
+
+
+def byte_range(header, total):
+    """(first, last) for a single `bytes=a-b`, `bytes=a-` or `bytes=-n` range; "unsatisfiable";
+    or None when the header is not one such range (a server then ignores it)."""
+    match = re.fullmatch(r"bytes=(\d*)-(\d*)", header.strip())
+    if not match or match.group(1) == match.group(2) == "":
+        return None
+    first, last = match.group(1), match.group(2)
+    if first == "":  # the last n bytes
+        n = int(last)
+        return (max(0, total - n), total - 1) if n > 0 and total > 0 else "unsatisfiable"
+    first, last = int(first), int(last) if last else total - 1
+    if match.group(2) and last < first:
+        return None
+    return (first, min(last, total - 1)) if first < total else "unsatisfiable"
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # otherwise every response waits ~40 ms for delayed ACKs
@@ -145,6 +169,9 @@ class Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = parse_qs(url.query, keep_blank_values=True)
         arg = lambda name, default=None: query.get(name, [default])[0]
+        if url.path == "/upload":  # reads its own body, in pieces
+            self.upload(arg)
+            return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         parts = [p for p in url.path.split("/") if p]
@@ -239,6 +266,17 @@ class Handler(BaseHTTPRequestHandler):
             self.send(int(arg("status", "302")), b"", headers=[("Location", arg("to", "/echo"))])
         elif len(parts) >= 2 and parts[0] == "cache":
             self.cache(parts, arg)
+        elif url.path == "/blob":
+            self.blob(arg)
+        elif url.path in ("/blob/count", "/blob/ranges", "/upload/log"):
+            key, name = arg("key", ""), parts[-1]
+            with counters_lock:
+                found = {
+                    "count": counters.get("blob/" + key, 0),
+                    "ranges": list(blob_ranges.get(key, [])),
+                    "log": list(upload_logs.get(key, [])),
+                }[name]
+            self.send(200, {name: found})
         else:
             self.send(404, {"error": "not found"})
 
@@ -267,6 +305,141 @@ class Handler(BaseHTTPRequestHandler):
             return
         varied = self.headers.get(arg("vary")) if arg("vary") else None
         self.send(200, {"count": count, "method": self.command, "varied": varied}, headers=headers)
+
+    # --- Large transfers (Tests/ConveyorTests/TransferServerTests.swift, transfer-bench) -------
+    # /blob?bytes=N  N bytes, byte i = i % 256, with ETag "blob-N", a fixed Last-Modified and
+    #   Accept-Ranges; a single Range (a-b, a-, -n) answers 206 with Content-Range, or 416 with
+    #   Content-Range bytes */N when it starts past the end; an If-Range that is neither the
+    #   ETag nor the Last-Modified date gets the whole 200 instead. Options:
+    #   norange=1       ignore Range (always 200, no Accept-Ranges)
+    #   etag=<value>    this ETag instead (a test can change the validator between calls)
+    #   delay=ms&chunk=n  n-byte chunks (64 KiB at most) with ms milliseconds between them
+    #   key=X           counts the request (/blob/count?key=X) and logs its Range header
+    #                   (/blob/ranges?key=X: null where it had none); then, on the key's first
+    #                   request only: fail=<status> answers that status with Retry-After: 0,
+    #                   failat=K sends the headers of the whole answer, the bytes before absolute
+    #                   offset K, and closes the connection.
+    # /upload?key=X (POST/PUT)  reads a Content-Length or chunked body in pieces, never whole, and
+    #   answers {"bytes", "sha256", "contentType", "chunked"}. With a key, each upload is logged
+    #   (/upload/log?key=X: bytes, sha256, status; status 0 where no answer was sent) and, on the
+    #   key's first upload only: fail=<status> answers that status with Retry-After: 0 after
+    #   reading the whole body; closeafter=K reads K bytes of the body and closes the connection.
+    def blob(self, arg):
+        total, key = int(arg("bytes", "0")), arg("key")
+        etag = arg("etag", '"blob-%d"' % total)
+        requested = self.headers.get("Range")
+        first_of_key = False
+        if key is not None:
+            first_of_key = bump("blob/" + key) == 1
+            with counters_lock:
+                blob_ranges.setdefault(key, []).append(requested)
+        if first_of_key and arg("fail"):
+            self.send(int(arg("fail")), {"failed": key}, headers=[("Retry-After", "0")])
+            return
+        headers = [("ETag", etag), ("Last-Modified", BLOB_DATE)]
+        status, first, last = 200, 0, total - 1
+        if arg("norange") != "1":
+            headers.append(("Accept-Ranges", "bytes"))
+            span = byte_range(requested, total) if requested else None
+            if span is not None and self.headers.get("If-Range", etag) in (etag, BLOB_DATE):
+                if span == "unsatisfiable":
+                    headers.append(("Content-Range", "bytes */%d" % total))
+                    self.send(416, {"error": "range not satisfiable"}, headers=headers)
+                    return
+                status, (first, last) = 206, span
+                headers.append(("Content-Range", "bytes %d-%d/%d" % (first, last, total)))
+        self.send_response(status)
+        self.send_header("Content-Type", "application/octet-stream")
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(last + 1 - first))
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        stop = int(arg("failat")) if first_of_key and arg("failat") else last + 1
+        chunk = max(1, min(int(arg("chunk", "65536")), 65536))
+        delay = int(arg("delay", "0")) / 1000
+        offset = first
+        try:
+            while offset < min(stop, last + 1):
+                if delay and offset > first:
+                    time.sleep(delay)
+                size = min(chunk, min(stop, last + 1) - offset)
+                self.wfile.write(PATTERN[offset % 256 : offset % 256 + size])
+                offset += size
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client hung up
+            return
+        if stop <= last:  # failat: the server closes mid-body
+            self.hang_up()
+
+    def upload(self, arg):
+        key = arg("key")
+        first_of_key = key is not None and bump("upload/" + key) == 1
+        limit = int(arg("closeafter")) if first_of_key and arg("closeafter") else None
+        chunked = "chunked" in (self.headers.get("Transfer-Encoding") or "").lower()
+        digest, count, status = hashlib.sha256(), 0, 200
+        try:
+            for piece in self.body_pieces(chunked, limit):
+                digest.update(piece)
+                count += len(piece)
+        except ConnectionError:
+            status = 0  # the client hung up: no answer
+        if status and first_of_key and arg("fail"):
+            status = int(arg("fail"))
+        if limit is not None and count >= limit:
+            status = 0  # closeafter: closed without an answer
+        if key is not None:
+            with counters_lock:
+                upload_logs.setdefault(key, []).append({"bytes": count, "sha256": digest.hexdigest(), "status": status})
+        if status == 0:
+            self.hang_up()
+        elif status != 200:
+            self.send(status, {"failed": key, "bytes": count}, headers=[("Retry-After", "0")])
+        else:
+            self.send(200, {
+                "bytes": count, "sha256": digest.hexdigest(),
+                "contentType": self.headers.get("Content-Type"), "chunked": chunked,
+            })
+
+    def body_pieces(self, chunked, limit=None):
+        """Yields the request body in pieces of at most 64 KiB (decoding chunked transfer coding),
+        and stops after `limit` bytes if given."""
+        left = limit if limit is not None else float("inf")
+
+        def read(size):  # up to `size` bytes, in pieces, within the limit
+            nonlocal left
+            while size > 0 and left > 0:
+                piece = self.rfile.read(int(min(65536, size, left)))
+                if not piece:
+                    raise ConnectionResetError("the body ended early")
+                size, left = size - len(piece), left - len(piece)
+                yield piece
+
+        if not chunked:
+            yield from read(int(self.headers.get("Content-Length") or 0))
+            return
+        while left > 0:
+            line = self.rfile.readline(1024)
+            if not line:
+                raise ConnectionResetError("the body ended early")
+            size = int(line.split(b";")[0].strip(), 16)
+            if size == 0:  # the last chunk; then trailers up to an empty line
+                while self.rfile.readline(1024).strip():
+                    pass
+                return
+            yield from read(size)
+            if left > 0:
+                self.rfile.readline(1024)  # the CRLF after the chunk's data
+
+    def hang_up(self):
+        """Ends the connection at once, whatever was (or was not) sent."""
+        self.close_connection = True
+        try:
+            self.wfile.flush()
+            self.connection.shutdown(2)
+        except OSError:
+            pass
 
     def stream(self, total, gzip):
         """Streams `total` zero bytes (gzip-encoded if asked) until done or the client hangs up."""

@@ -7,33 +7,9 @@
 // Each round measures every path for `requests` requests, one in flight, in an order that rotates
 // every round, so drift of the machine hits the paths alike; the table shows each path's median
 // requests per second over the rounds and its ratio to the network path's median.
+import BenchSupport
 import Conveyor
 import Foundation
-
-/// Starts the test server and returns it with its port (as loopback-bench does).
-func startServer() throws -> (Process, Int) {
-    let script = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Tests/Server/server.py")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", script.path]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardInput = Pipe()  // the server exits when this closes
-    try process.run()
-    var line = Data()
-    while !line.contains(UInt8(ascii: "\n")) {
-        let chunk = output.fileHandleForReading.availableData
-        if chunk.isEmpty { break }
-        line.append(chunk)
-    }
-    let text = String(decoding: line, as: UTF8.self)
-    guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5).prefix { $0.isNumber }) else {
-        throw CocoaError(.fileReadCorruptFile)
-    }
-    return (process, port)
-}
 
 /// Requests per second of `total` sequential operations.
 func measure(total: Int, _ operation: () async throws -> Void) async throws -> Double {
@@ -54,7 +30,7 @@ let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let rounds = arguments.first ?? 21
 let perRound = arguments.dropFirst().first ?? 200
 
-let (server, port) = try startServer()
+let (server, port) = try startTestServer()
 defer { server.terminate() }
 let base = URL(string: "http://127.0.0.1:\(port)")!
 let transport = URLSessionTransport(configuration: .ephemeral)

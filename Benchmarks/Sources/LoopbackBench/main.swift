@@ -16,31 +16,6 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Starts the test server and returns it with its port.
-func startServer() throws -> (Process, Int) {
-    let script = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Tests/Server/server.py")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", script.path]
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardInput = Pipe()  // the server exits when this closes
-    try process.run()
-    var line = Data()
-    while !line.contains(UInt8(ascii: "\n")) {
-        let chunk = output.fileHandleForReading.availableData
-        if chunk.isEmpty { break }
-        line.append(chunk)
-    }
-    let text = String(decoding: line, as: UTF8.self)
-    guard text.hasPrefix("PORT "), let port = Int(text.dropFirst(5).prefix { $0.isNumber }) else {
-        throw CocoaError(.fileReadCorruptFile)
-    }
-    return (process, port)
-}
-
 /// Runs `total` operations with `inFlight` at a time; returns requests per second.
 func measure(total: Int, inFlight: Int, _ operation: @escaping @Sendable () async throws -> Void) async throws -> Double {
     let start = ContinuousClock.now
@@ -70,7 +45,7 @@ let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let rounds = arguments.first ?? 21
 let perRound = arguments.dropFirst().first ?? 100
 
-let (server, port) = try startServer()
+let (server, port) = try startTestServer()
 defer { server.terminate() }
 let base = URL(string: "http://127.0.0.1:\(port)")!
 let transport = URLSessionTransport(configuration: .ephemeral)
