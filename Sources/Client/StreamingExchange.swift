@@ -256,7 +256,17 @@ package final class StreamingExchange: TaskExchange {
             case .spilling:
                 continue  // never returned by nextEvent
             case .end(let error):
-                if let error { throw error }
+                if let error {
+                    // FoundationNetworking reports a body cut short by the server as an unknown
+                    // error (URLError -1), which would not be retried; it is a lost connection,
+                    // and the case a download resumes for.
+                    if let urlError = error as? URLError, urlError.code == .unknown, let head,
+                        head.expectedContentLength >= 0, size < head.expectedContentLength
+                    {
+                        throw NetworkError.connectionFailed(URLError(.networkConnectionLost))
+                    }
+                    throw error
+                }
                 guard let head else { throw NetworkError.transportFailed(NotHTTPResponseError()) }
                 var response = HTTPResponse(
                     status: head.statusCode, deferredHeaders: { responseHeaders(head) }, body: collected, request: request)

@@ -155,6 +155,66 @@ import Testing
     }
 }
 
+extension LargeTransferTests {
+    struct Ranges: Decodable { var ranges: [String?] }
+    struct Logged: Decodable, Equatable {
+        var bytes: Int
+        var sha256: String
+        var status: Int
+    }
+    struct Log: Decodable { var log: [Logged] }
+
+    /// The server closes the connection 3 MB into an 8 MB body; RetryBehavior retries, and the
+    /// second attempt asks for the rest with `Range` and `If-Range` (URLSession, real HTTP). The
+    /// file must hold every byte in order (byte i is i % 256).
+    @Test func aRetriedDownloadResumesWithRangeAgainstARealServer() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await LocalServer.withServer { server in
+            let total = 8_000_000
+            let client = client(server) { RetryBehavior(.exponentialBackoff(maxAttempts: 3)) }
+            let progress = ProgressLog()
+            let destination = scratch.file("resumed.bin")
+            let saved = try await client.download(
+                Request<Data>(path: "/blob", query: ["bytes": total, "failat": 3_000_000, "key": "resume-e2e"])
+                    .onProgress(progress.record),
+                to: destination)
+            #expect(saved.attempts == 2)
+            #expect(saved.response.status == 206)
+            let data = try Data(contentsOf: destination)
+            #expect(data.count == total)
+            #expect(data.enumerated().allSatisfy { $0.element == UInt8(truncatingIfNeeded: $0.offset) })
+            let ranges = try await client.send(Request<Ranges>(path: "/blob/ranges", query: ["key": "resume-e2e"]))
+            #expect(ranges.ranges.count == 2)
+            #expect(ranges.ranges.first == .some(nil))
+            let resumedAt = ranges.ranges.last??.dropFirst("bytes=".count).dropLast().description ?? ""
+            #expect(Int(resumedAt).map { $0 > 0 && $0 <= 3_000_000 } == true)  // what had arrived
+            #expect(progress.downloads(attempt: 2).first == Int64(resumedAt))
+            #expect(progress.downloads(attempt: 2).last == Int64(total))
+            #expect(scratch.names == ["resumed.bin"])
+        }
+    }
+
+    /// A file upload answered 503 is sent again, whole, from the file (the server logs both).
+    @Test func aRetriedFileUploadSendsTheFileAgainToARealServer() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await LocalServer.withServer { server in
+            let file = scratch.file("upload.bin")
+            try patterned(2_000_000).write(to: file)
+            let client = client(server) { RetryBehavior(.exponentialBackoff(maxAttempts: 3)) }
+            try await client.send(
+                Request<Void>(
+                    method: .put, path: "/upload", query: ["key": "retried-e2e", "fail": 503],
+                    body: .file(file, contentType: "application/octet-stream")))
+            let log = try await client.send(Request<Log>(path: "/upload/log", query: ["key": "retried-e2e"]))
+            #expect(log.log.map(\.status) == [503, 200])
+            #expect(log.log.map(\.bytes) == [2_000_000, 2_000_000])
+            #expect(Set(log.log.map(\.sha256)).count == 1)
+        }
+    }
+}
+
 /// Deliberately slow per byte: a reader that cannot keep up with loopback.
 func slowChecksum(_ data: Data) -> UInt64 {
     var sum: UInt64 = 0
