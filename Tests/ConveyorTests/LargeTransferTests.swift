@@ -198,7 +198,7 @@ extension LargeTransferTests {
             #expect(saved.response.status == 206)
             let data = try Data(contentsOf: destination)
             #expect(data.count == total)
-            #expect(data.enumerated().allSatisfy { $0.element == UInt8(truncatingIfNeeded: $0.offset) })
+            #expect(data == patterned(total))
             let ranges = try await client.send(Request<Ranges>(path: "/blob/ranges", query: ["key": "resume-e2e"]))
             #expect(ranges.ranges.count == 2)
             #expect(ranges.ranges.first == .some(nil))
