@@ -478,7 +478,7 @@ class Handler(BaseHTTPRequestHandler):
         elif kind == "garbage":  # not HTTP at all
             w.write(b"\x00\xffTHIS IS NOT HTTP\r\n\r\n")
         elif kind == "stall":  # reads the request, never answers (until the client gives up)
-            time.sleep(30)
+            time.sleep(120)
         w.flush()
         try:
             self.connection.shutdown(2)

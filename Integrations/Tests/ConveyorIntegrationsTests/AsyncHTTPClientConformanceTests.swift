@@ -12,7 +12,7 @@ import Testing
     func asyncHTTPClientTransportConforms(_ check: TransportConformance.Check) async throws {
         let transport = try #require(Self.transport)
         // Generous: the suite also runs on a loaded 2-core machine.
-        let outcome = await TransportConformance.run(check, on: transport, options: .init(promptness: .seconds(10)))
+        let outcome = await TransportConformance.run(check, on: transport, options: .init(promptness: .seconds(30)))
         #expect(outcome.status == .passed, "\(outcome)")
     }
 }
