@@ -18,10 +18,15 @@ import ConveyorPipeline
 /// One data task whose response body goes to the request's ``TransferHandler`` as it arrives
 /// (a download to a file, a streamed response), in bounded memory.
 ///
-/// The session's delegate queue cannot wait, so chunks queue here and the caller's task hands
-/// them on, awaiting the receiver (which waits for its reader: that is the backpressure the
-/// caller sees). Up to ``memoryLimit`` bytes wait in memory; beyond that, while the receiver is
-/// behind, chunks wait in a temporary file (``SpillFile``) and are read back in order.
+/// Chunks queue here and the caller's task hands them on, awaiting the receiver (which waits for
+/// its reader: that is the backpressure the caller sees). Up to ``memoryLimit`` bytes wait in
+/// memory; beyond that, while the receiver is behind, chunks wait in a temporary file
+/// (``SpillFile``) and are read back in order. The excess is written there on the session's
+/// delegate queue, as it arrives: while the disk is slower than the network, the delegate queue
+/// falls behind and ``DelegateQueue`` holds FoundationNetworking back, so the bytes wait in the
+/// sender's socket, not here. (Spilling on a queue of its own instead let a 4 GB download queue
+/// 250 MB in memory behind a disk busy writing back.) The delegate queue never waits for the
+/// reader: a slow reader would stall every request of the session.
 ///
 /// Why not pause the transfer? FoundationNetworking's `suspend()` takes effect only when the
 /// session's work queue is free, and while a fast transfer is arriving it is not: measured over
@@ -33,8 +38,6 @@ package final class StreamingExchange: TaskExchange {
     static let memoryLimit = 2 << 20
     /// Bytes at the head of the queue that stay in memory when the rest is spilled.
     static let keptInMemory = 512 << 10
-    /// Writes every exchange's excess to disk, off the session's delegate queue.
-    private static let spillQueue = DispatchQueue(label: "Conveyor.URLSessionTask.spill")
     /// Bytes that ever waited in a spill file, process-wide (tests check the slow path ran).
     package static let spilledBytes = Locked<Int64>(0)
     /// Consecutive chunks are handed on joined, up to this many bytes: fewer, larger writes.
@@ -103,8 +106,7 @@ package final class StreamingExchange: TaskExchange {
     func receivedHead(_ response: URLResponse) { push(.head(response)) }
 
     func receive(_ data: Data) {
-        // O(1) on the delegate queue: FoundationNetworking queues every chunk as an operation
-        // there, so any slower work here lets those operations (and their bytes) pile up.
+        // O(1) on the delegate queue unless memory is full, when the excess goes to disk here.
         let (waiter, spill) = state.withLock { state -> (CheckedContinuation<Void, Never>?, Bool) in
             guard !state.ended else { return (nil, false) }
             state.events.append(.chunk(data))
@@ -114,11 +116,11 @@ package final class StreamingExchange: TaskExchange {
             return (state.waiter.take(), spill)
         }
         waiter?.resume()
-        if spill { Self.spillQueue.async { [weak self] in self?.spillExcess() } }
+        if spill { spillExcess() }
     }
 
     /// Moves the newest queued chunks to the spill file until at most ``memoryLimit`` bytes wait
-    /// in memory. Runs on ``spillQueue``; the chunks moved become one `.spilled` event, in place,
+    /// in memory. Runs on the delegate queue; the chunks moved become one `.spilled` event, in place,
     /// so the order of the body is kept.
     private func spillExcess() {
         while true {

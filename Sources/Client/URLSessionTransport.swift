@@ -49,28 +49,14 @@ public final class URLSessionTransport: HTTPTransport {
     ///   - maximumRedirects: How many redirects one request may follow; `0` follows none.
     public init(configuration: URLSessionConfiguration = .default, maximumRedirects: Int = 10) {
         self.maximumRedirects = max(0, maximumRedirects)
-        let delegateDispatchQueue = DispatchQueue(label: "Conveyor.URLSessionTransport.delegate")
-        let delegate = SessionDelegate(maximumRedirects: self.maximumRedirects, queue: delegateDispatchQueue)
+        let delegate = SessionDelegate(maximumRedirects: self.maximumRedirects)
         self.delegate = delegate
         self.session = URLSession(
             configuration: Self.withoutCrashingCache(configuration), delegate: delegate,
-            delegateQueue: Self.delegateQueue(on: delegateDispatchQueue))
+            delegateQueue: DelegateQueue(label: "Conveyor.URLSessionTransport.delegate"))
     }
 
     private let delegate: SessionDelegate
-
-    /// The session's delegate queue: serial, on a dispatch queue of its own. The session's default
-    /// queue runs its operations on the global queue that Swift's cooperative pool also uses (as
-    /// many threads as cores); while tasks keep those threads busy, FoundationNetworking's
-    /// received chunks, one operation per 16 KiB, wait there in memory. A queue of our own gets a
-    /// thread of its own.
-    static func delegateQueue(on dispatchQueue: DispatchQueue) -> OperationQueue {
-        let queue = OperationQueue()
-        queue.maxConcurrentOperationCount = 1
-        queue.underlyingQueue = dispatchQueue  // not retained by the operation queue: the delegate keeps it
-        return queue
-    }
-
 
     /// On Linux, a copy of `configuration` without a `URLCache` (see the type's discussion); the
     /// caller's configuration is left as it is. Elsewhere, `configuration` itself.
@@ -179,7 +165,9 @@ public final class URLSessionTransport: HTTPTransport {
     /// next to a `Content-Length`, which is invalid HTTP), and reads it synchronously on the
     /// thread that drives every transfer of the session, where waiting for an async producer
     /// would stall the session's other requests. A response body the request's transfer takes is
-    /// handed on as it arrives, the data task suspended while the receiver is behind.
+    /// handed on as it arrives; while the receiver is behind, it waits in a temporary file, and on
+    /// Linux the session's delegate queue holds FoundationNetworking back while it is behind, so
+    /// memory stays bounded whatever the speeds.
     public var streamsBodies: Bool { true }
 
     /// `true`: a cancelled call returns at once, whatever the session is doing.
@@ -194,13 +182,9 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     private var redirects: [Int: Int] = [:]
     private var exchanges: [Int: any TaskExchange] = [:]
     private let maximumRedirects: Int
-    /// The delegate queue's dispatch queue, which `OperationQueue.underlyingQueue` does not
-    /// retain; the session keeps its delegate until it is invalidated, so the queue lives as long.
-    private let queue: DispatchQueue
 
-    init(maximumRedirects: Int, queue: DispatchQueue) {
+    init(maximumRedirects: Int) {
         self.maximumRedirects = maximumRedirects
-        self.queue = queue
     }
 
     /// Routes `task`'s bytes and completion to `exchange`.
