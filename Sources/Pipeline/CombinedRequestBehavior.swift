@@ -78,15 +78,24 @@ public struct CombinedRequestBehavior: RequestBehavior {
     /// - Returns: The shorter chain.
     public func removing(_ exclusions: [BehaviorExclusion]) -> CombinedRequestBehavior {
         if exclusions.isEmpty { return self }
-        let keep = Self.keeping(exclusions)
+        let keep = keeping(exclusions)
         return CombinedRequestBehavior(
             behaviors: behaviors.filter(keep), plan: HookPlan(filtering: plan(), keep: keep))
     }
 
     /// Whether a member stays when `exclusions` are applied: the one rule ``removing(_:)`` and
-    /// ``plan(excluding:adding:)`` share.
-    private static func keeping(_ exclusions: [BehaviorExclusion]) -> (any RequestBehavior) -> Bool {
-        { behavior in !exclusions.contains { $0.matches(behavior) } }
+    /// ``plan(excluding:adding:)`` share. Only members whose type wraps others are looked into
+    /// (asked once per member here, not once per hook list).
+    private func keeping(_ exclusions: [BehaviorExclusion]) -> (any RequestBehavior) -> Bool {
+        let conformances = DefaultHooks.conformances(of: behaviors)
+        var wrappers: Set<ObjectIdentifier> = []
+        for (behavior, found) in zip(behaviors, conformances) where found.contains(.wraps) {
+            wrappers.insert(ObjectIdentifier(type(of: behavior)))
+        }
+        return { [wrappers] behavior in
+            let wraps = !wrappers.isEmpty && wrappers.contains(ObjectIdentifier(type(of: behavior)))
+            return !exclusions.contains { $0.matches(behavior, mayWrap: wraps) }
+        }
     }
 
     /// The members to call for each hook, for one request.
@@ -99,7 +108,19 @@ public struct CombinedRequestBehavior: RequestBehavior {
     ///   - extra: The request's own behaviors.
     package func plan(excluding exclusions: [BehaviorExclusion], adding extra: [any RequestBehavior]) -> HookPlan {
         var plan = plan()
-        if !exclusions.isEmpty { plan = HookPlan(filtering: plan, keep: Self.keeping(exclusions)) }
+        if !exclusions.isEmpty {
+            let base = plan
+            let make = { () -> HookPlan in
+                let keep = keeping(exclusions)
+                // An exclusion that matches no member (a request built for several clients)
+                // keeps the plan as it is.
+                return behaviors.allSatisfy(keep) ? base : HookPlan(filtering: base, keep: keep)
+            }
+            switch planSource {
+            case .cache(let cache): plan = cache.plan(base, excluding: exclusions, make: make)
+            case .fixed: plan = make()
+            }
+        }
         if !extra.isEmpty { plan = HookPlan(extending: plan, with: Self.flatten(extra)) }
         return plan
     }
@@ -180,13 +201,18 @@ public struct BehaviorExclusion: Sendable, Hashable {
     /// ``WrappingRequestBehavior``), however deep.
     /// - Parameter behavior: A behavior.
     public func matches(_ behavior: any RequestBehavior) -> Bool {
+        matches(behavior, mayWrap: true)
+    }
+
+    /// ``matches(_:)``, told whether the behavior's type may wrap others (`false` skips the cast).
+    func matches(_ behavior: any RequestBehavior, mayWrap: Bool) -> Bool {
         let direct =
             switch selector {
             case .type(let id): ObjectIdentifier(Swift.type(of: behavior)) == id
             case .name(let name): behavior.name == name
             }
         if direct { return true }
-        guard let wrapper = behavior as? any WrappingRequestBehavior else { return false }
+        guard mayWrap, let wrapper = behavior as? any WrappingRequestBehavior else { return false }
         return wrapper.wrappedBehaviors.contains { matches($0) }
     }
 }

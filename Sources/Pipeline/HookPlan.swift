@@ -8,7 +8,33 @@ import Foundation
 /// Skipping a proven no-op changes nothing a behavior can observe, and saves an async call per
 /// hook per behavior on every request.
 package enum DefaultHooks {
-    private static let state = Locked<(version: Int, masks: [ObjectIdentifier: UInt8])>((0, [:]))
+    private static let state = Locked<State>(State())
+
+    fileprivate struct State {
+        var version = 0
+        var masks: [ObjectIdentifier: UInt8] = [:]
+        /// Learned once per type (see ``Conformances``); not part of `version`.
+        var conformances: [ObjectIdentifier: Conformances] = [:]
+    }
+
+    /// What a behavior type conforms to, beyond `RequestBehavior`, that a request's plan asks
+    /// about: learned once per type. A dynamic cast to a protocol the type does not conform to
+    /// costs about 2,500 instructions; a per-request behavior or an exclusion asked it on every
+    /// request (BENCHMARKS.md, round two).
+    struct Conformances: OptionSet {
+        let rawValue: UInt8
+        static let observesProgress = Conformances(rawValue: 1)
+        static let wraps = Conformances(rawValue: 2)
+
+        init(rawValue: UInt8) { self.rawValue = rawValue }
+
+        init(of behavior: any RequestBehavior) {
+            var found: Conformances = []
+            if behavior is any TransferProgressObserving { found.insert(.observesProgress) }
+            if behavior is any WrappingRequestBehavior { found.insert(.wraps) }
+            self = found
+        }
+    }
 
     /// Every hook's bit.
     static let allHooks: UInt8 = 255
@@ -52,14 +78,34 @@ package enum DefaultHooks {
         #endif
     }
 
-    /// The current mask of each behavior's type, in order.
-    static func masks(of behaviors: [any RequestBehavior]) -> [UInt8] {
-        state.withLock { state in behaviors.map { state.masks[ObjectIdentifier(type(of: $0)), default: 0] } }
+    /// What each behavior's type conforms to, in order; a type seen for the first time is asked
+    /// once (conformance belongs to the type, so every value of it answers the same).
+    static func conformances(of behaviors: [any RequestBehavior]) -> [Conformances] {
+        state.withLock { state in behaviors.map { state.learnConformances(of: $0) } }
+    }
+
+    /// The current mask of each behavior's type (hooks it leaves at the default) and what it
+    /// conforms to, in order: one lock and one array for a request's own behaviors.
+    static func masksAndConformances(of behaviors: [any RequestBehavior]) -> [(mask: UInt8, conformances: Conformances)] {
+        state.withLock { state in
+            behaviors.map { (state.masks[ObjectIdentifier(type(of: $0)), default: 0], state.learnConformances(of: $0)) }
+        }
     }
 
     /// The current version and the masks, if they changed since `version`.
     static func changes(since version: Int) -> (version: Int, masks: [ObjectIdentifier: UInt8])? {
-        state.withLock { $0.version == version ? nil : $0 }
+        state.withLock { $0.version == version ? nil : ($0.version, $0.masks) }
+    }
+}
+
+extension DefaultHooks.State {
+    /// What `behavior`'s type conforms to, asked once per type.
+    fileprivate mutating func learnConformances(of behavior: any RequestBehavior) -> DefaultHooks.Conformances {
+        let id = ObjectIdentifier(type(of: behavior))
+        if let known = conformances[id] { return known }
+        let found = DefaultHooks.Conformances(of: behavior)
+        conformances[id] = found
+        return found
     }
 }
 
@@ -101,17 +147,17 @@ package final class HookPlan: Sendable {
     /// Lists the extra behaviors don't take part in are shared with `base`, not copied.
     init(extending base: HookPlan, with extra: [any RequestBehavior]) {
         // One registry read, and one mask per extra behavior (not one lookup per hook).
-        let masks = DefaultHooks.masks(of: extra)
+        let facts = DefaultHooks.masksAndConformances(of: extra)
         func forward(_ list: [any RequestBehavior], _ hook: RequestHook) -> [any RequestBehavior] {
             var result = list  // shared with `base` unless an extra behavior takes part
-            for index in extra.indices where masks[index] & hook.bit == 0 { result.append(extra[index]) }
+            for index in extra.indices where facts[index].mask & hook.bit == 0 { result.append(extra[index]) }
             return result
         }
         func backward(_ list: [any RequestBehavior], _ hook: RequestHook) -> [any RequestBehavior] {
-            guard masks.contains(where: { $0 & hook.bit == 0 }) else { return list }
+            guard facts.contains(where: { $0.mask & hook.bit == 0 }) else { return list }
             var result: [any RequestBehavior] = []
             result.reserveCapacity(list.count + extra.count)
-            for index in extra.indices.reversed() where masks[index] & hook.bit == 0 { result.append(extra[index]) }
+            for index in extra.indices.reversed() where facts[index].mask & hook.bit == 0 { result.append(extra[index]) }
             result.append(contentsOf: list)
             return result
         }
@@ -124,7 +170,11 @@ package final class HookPlan: Sendable {
         retryDecision = forward(base.retryDecision, .retryDecision)
         afterSuccess = backward(base.afterSuccess, .afterSuccess)
         afterFailure = backward(base.afterFailure, .afterFailure)
-        progressObservers = base.progressObservers + extra.compactMap { $0 as? any TransferProgressObserving }
+        if facts.contains(where: { $0.conformances.contains(.observesProgress) }) {
+            progressObservers = base.progressObservers + extra.compactMap { $0 as? any TransferProgressObserving }
+        } else {
+            progressObservers = base.progressObservers
+        }
     }
 
     /// A client's plan without the members `keep` rejects (a request's opt-outs); order is kept.
@@ -179,8 +229,15 @@ enum HookPlanSource: Sendable {
 /// hook first reached after that is simply still called: a cost, never a change in behavior.)
 final class HookPlanCache: Sendable {
     static let settleAfter = 64
+    /// Exclusion sets whose plans are kept (per chain; the set starts over when full).
+    static let exclusionCapacity = 16
     private let behaviors: [any RequestBehavior]
     private let state: Locked<(plan: HookPlan, unchanged: Int)>
+    /// Plans without some members (a request's exclusions), derived from `base`: requests that
+    /// leave out the same members reuse one plan instead of filtering every hook's list again
+    /// (about 22,000 instructions for ten members, BENCHMARKS.md round two). Dropped whenever the
+    /// chain's plan changes.
+    private let withoutMembers = Locked<(base: HookPlan?, plans: [[BehaviorExclusion]: HookPlan])>((nil, [:]))
 
     init(behaviors: [any RequestBehavior]) {
         self.behaviors = behaviors
@@ -199,5 +256,19 @@ final class HookPlanCache: Sendable {
         let fresh = HookPlan(behaviors: behaviors, version: version, masks: masks)
         state.withLock { $0 = (fresh, 0) }
         return fresh
+    }
+
+    /// `base` (this chain's current plan) without the members `exclusions` select: the plan
+    /// `make` builds, kept for the next request with the same exclusions while `base` is current.
+    func plan(
+        _ base: HookPlan, excluding exclusions: [BehaviorExclusion], make: () -> HookPlan
+    ) -> HookPlan {
+        if let kept = withoutMembers.withLock({ $0.base === base ? $0.plans[exclusions] : nil }) { return kept }
+        let plan = make()
+        withoutMembers.withLock { cached in
+            if cached.base !== base || cached.plans.count >= Self.exclusionCapacity { cached = (base, [:]) }
+            cached.plans[exclusions] = plan
+        }
+        return plan
     }
 }

@@ -21,6 +21,44 @@ public struct NoOpBehavior: RequestBehavior {
     public init() {}
 }
 
+/// A behavior that implements two hooks trivially: `additionalHeaders` (no header) and
+/// `afterSuccess` (nothing). The unit of "an implemented hook" in the benchmarks: it can never be
+/// skipped, so every request pays for both calls.
+public struct TrivialHooks: RequestBehavior {
+    public init() {}
+    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> [String: String] {
+        [:]
+    }
+    public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {}
+}
+
+/// The same as ``TrivialHooks``, as a type of its own, for the one a request leaves out.
+public struct LeftOut: RequestBehavior {
+    public init() {}
+    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> [String: String] {
+        [:]
+    }
+    public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {}
+}
+
+/// Answers 503 to every other call, 200 to the rest: with a retry behavior, every request takes
+/// exactly two attempts. (The counter's lock is the transport's cost, not the pipeline's.)
+public final class EveryOtherFails: HTTPTransport, @unchecked Sendable {
+    // @unchecked: `calls` is only touched with `lock` locked.
+    private let lock = NSLock()
+    private var calls = 0
+    let body = Data(#"{"id":7,"title":"Heat","year":1995}"#.utf8)
+    public init() {}
+    public var honorsCancellation: Bool { true }
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let fail = lock.withLock {
+            calls += 1
+            return calls % 2 == 1
+        }
+        return HTTPResponse(status: fail ? 503 : 200, body: fail ? Data() : body, request: request)
+    }
+}
+
 /// A token provider that returns a cached token.
 public struct CachedToken: TokenProvider {
     public init() {}
@@ -89,6 +127,19 @@ public enum Scenario: String, CaseIterable, Sendable {
     case guarded
     /// 1 behavior whose `intercept` passes every attempt on to the transport: the cost of the nesting.
     case intercept1
+    /// 1, 5 or 10 ``TrivialHooks`` on the client: the cost of implemented hooks (2 per behavior).
+    case hooks1, hooks5, hooks10
+    /// 1 or 5 ``TrivialHooks`` carried by the request, none on the client: compare with
+    /// `hooks1`/`hooks5`, the same behaviors registered on the client.
+    case request1 = "request1", request5 = "request5"
+    /// 10 behaviors with hooks on the client (9 ``TrivialHooks`` and one ``LeftOut``); the
+    /// request leaves out the ``LeftOut`` by type.
+    case optOut = "opt-out"
+    /// The realistic chain against a transport that answers 503 then 200: two attempts per
+    /// request, the retry's backoff zero.
+    case retried
+    /// Chains of 50, 100 and 200 ``TrivialHooks`` on the client: the slope per behavior.
+    case chain50, chain100, chain200
 
     /// Sends `count` requests.
     public func run(_ count: Int) async throws {
@@ -124,6 +175,32 @@ public enum Scenario: String, CaseIterable, Sendable {
                 baseURL: base, transport: CannedTransport(honorsCancellation: self != .guarded),
                 configuration: .init(timeout: self == .timeout ? .seconds(30) : nil))
             let request = Request<Data>(path: "/movies")
+            for _ in 0..<count { _ = try await client.send(request) }
+        case .hooks1, .hooks5, .hooks10, .chain50, .chain100, .chain200:
+            let n = [.hooks1: 1, .hooks5: 5, .hooks10: 10, .chain50: 50, .chain100: 100, .chain200: 200][self] ?? 0
+            let client = NetworkClient(baseURL: base, transport: CannedTransport()) {
+                Array(repeating: TrivialHooks(), count: n)
+            }
+            let request = Request<Data>(path: "/movies")
+            for _ in 0..<count { _ = try await client.send(request) }
+        case .request1, .request5:
+            let client = client(0)
+            let request = Request<Data>(
+                path: "/movies", behaviors: Array(repeating: TrivialHooks(), count: self == .request1 ? 1 : 5))
+            for _ in 0..<count { _ = try await client.send(request) }
+        case .optOut:
+            let client = NetworkClient(baseURL: base, transport: CannedTransport()) {
+                Array(repeating: TrivialHooks(), count: 9) as [any RequestBehavior] + [LeftOut()]
+            }
+            let request = Request<Data>(path: "/movies").excluding(.type(LeftOut.self))
+            for _ in 0..<count { _ = try await client.send(request) }
+        case .retried:
+            let behaviors = realisticBehaviors().map { behavior -> any RequestBehavior in
+                behavior is RetryBehavior
+                    ? RetryBehavior(RetryPolicy(maxAttempts: 2, baseDelay: .zero, jitter: .none)) : behavior
+            }
+            let client = NetworkClient(baseURL: base, transport: EveryOtherFails()) { behaviors }
+            let request = Request<Movie>(path: "/movies/7")
             for _ in 0..<count { _ = try await client.send(request) }
         case .plainJSON, .realistic, .realisticUninterrupted:
             let client = NetworkClient(baseURL: base, transport: CannedTransport()) {
