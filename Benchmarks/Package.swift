@@ -5,6 +5,7 @@
 //   swift run --package-path Benchmarks -c release loopback-bench         (end to end over 127.0.0.1)
 //   swift run --package-path Benchmarks -c release cache-bench            (cached vs network GET over 127.0.0.1)
 //   swift run --package-path Benchmarks -c release transfer-bench         (1 GiB down and up vs curl over 127.0.0.1)
+//   swift run --package-path Benchmarks -c release concurrency-bench      (1/8/64 requests in flight, in memory)
 import PackageDescription
 
 let package = Package(
@@ -52,6 +53,10 @@ let package = Package(
         .executableTarget(
             name: "transfer-bench", dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/TransferBench"),
+        // Requests per second with 1, 8 and 64 requests in flight on one client, in memory.
+        .executableTarget(
+            name: "concurrency-bench", dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
+            path: "Sources/ConcurrencyBench"),
         // One scenario N times, for valgrind's callgrind: instructions per request (instructions.sh).
         .executableTarget(
             name: "instruction-count",

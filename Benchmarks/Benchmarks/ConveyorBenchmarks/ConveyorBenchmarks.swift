@@ -18,6 +18,19 @@ func client(_ count: Int) -> NetworkClient {
 
 let benchmarks: @Sendable () -> Void = {
     let configuration = makeConfiguration()
+
+    // Round two (BENCHMARKS.md): behaviors that implement hooks, per-request behaviors, opt-outs,
+    // a retried request, long chains, interceptors and every hook implemented; the same
+    // scenarios instruction-count runs.
+    let roundTwo: [Scenario] = [
+        .hooks1, .hooks10, .request1, .request5, .optOut, .retried, .chain50, .chain200, .intercept10, .everyHook10,
+    ]
+    for scenario in roundTwo {
+        let send = scenario.prepared()
+        Benchmark("R2 \(scenario.rawValue)", configuration: configuration) { benchmark in
+            try await send(benchmark.scaledIterations.count)
+        }
+    }
     Benchmark("1 Floor: transport.send", configuration: configuration) { benchmark in
         let transport: any HTTPTransport = CannedTransport()
         let request = HTTPRequest(method: .get, url: baseURL.appendingPathComponent("movies"))

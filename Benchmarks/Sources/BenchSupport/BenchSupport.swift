@@ -32,6 +32,30 @@ public struct TrivialHooks: RequestBehavior {
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {}
 }
 
+/// A behavior that implements every hook trivially (`intercept` passes the attempt on): none
+/// can be skipped. Ten of them cost at least what skipping saves ten no-op behaviors.
+public struct EveryHook: RequestBehavior {
+    public init() {}
+    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> [String: String] {
+        [:]
+    }
+    public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {}
+    public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {}
+    public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        try await next(request)
+    }
+    public func validate(_ response: HTTPResponse, context: RequestContext) async throws {}
+    public func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
+        -> RetryDecision
+    {
+        .doNotRetry
+    }
+    public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {}
+    public func afterFailure(_ error: NetworkError, context: RequestContext) async {}
+}
+
 /// The same as ``TrivialHooks``, as a type of its own, for the one a request leaves out.
 public struct LeftOut: RequestBehavior {
     public init() {}
@@ -140,78 +164,79 @@ public enum Scenario: String, CaseIterable, Sendable {
     case retried
     /// Chains of 50, 100 and 200 ``TrivialHooks`` on the client: the slope per behavior.
     case chain50, chain100, chain200
+    /// 10 ``PassThroughInterceptor``s: the same work as the peer's 10 pass-through middlewares.
+    case intercept10
+    /// 10 ``EveryHook``s: every hook of every member called.
+    case everyHook10 = "every-hook10"
 
     /// Sends `count` requests.
     public func run(_ count: Int) async throws {
+        try await prepared()(count)
+    }
+
+    /// The scenario's client (or transport) and request, built once; the closure sends `count`
+    /// requests in a loop of its own (one closure call per batch, not per request).
+    public func prepared() -> @Sendable (_ count: Int) async throws -> Void {
         let base = URL(string: "http://127.0.0.1:8080/api")!
-        func client(_ n: Int) -> NetworkClient {
-            NetworkClient(baseURL: base, transport: CannedTransport()) { Array(repeating: NoOpBehavior(), count: n) }
+        func client(_ behaviors: [any RequestBehavior], transport: any HTTPTransport = CannedTransport()) -> NetworkClient {
+            NetworkClient(baseURL: base, transport: transport) { behaviors }
         }
+        func sending<Output: Sendable>(_ client: NetworkClient, _ request: Request<Output>) -> @Sendable (Int) async throws -> Void {
+            { count in for _ in 0..<count { _ = try await client.send(request) } }
+        }
+        let movies = Request<Data>(path: "/movies")
+        let movie = Request<Movie>(path: "/movies/7")
         switch self {
         case .floor:
             let transport: any HTTPTransport = CannedTransport()
             let request = HTTPRequest(method: .get, url: base.appendingPathComponent("movies"))
-            for _ in 0..<count { _ = try await transport.send(request) }
+            return { count in for _ in 0..<count { _ = try await transport.send(request) } }
         case .noop0, .noop1, .noop10, .noop50:
             let n = [.noop0: 0, .noop1: 1, .noop10: 10, .noop50: 50][self] ?? 0
-            let client = client(n)
-            let request = Request<Data>(path: "/movies")
-            for _ in 0..<count { _ = try await client.send(request) }
+            return sending(client(Array(repeating: NoOpBehavior(), count: n)), movies)
         case .split:
-            let client = client(5)
             let request = Request<Data>(path: "/movies", behaviors: Array(repeating: NoOpBehavior(), count: 5))
-            for _ in 0..<count { _ = try await client.send(request) }
+            return sending(client(Array(repeating: NoOpBehavior(), count: 5)), request)
         case .uniquePath:
             // A path the client has not seen lately on every request: its URL cache never hits.
-            let client = client(10)
+            let client = client(Array(repeating: NoOpBehavior(), count: 10))
             let paths = uniquePaths
-            for index in 0..<count { _ = try await client.send(Request<Data>(path: paths[index % paths.count])) }
+            return { count in
+                for index in 0..<count { _ = try await client.send(Request<Data>(path: paths[index % paths.count])) }
+            }
         case .intercept1:
-            let client = NetworkClient(baseURL: base, transport: CannedTransport()) { PassThroughInterceptor() }
-            let request = Request<Data>(path: "/movies")
-            for _ in 0..<count { _ = try await client.send(request) }
+            return sending(client([PassThroughInterceptor()]), movies)
+        case .intercept10:
+            return sending(client(Array(repeating: PassThroughInterceptor(), count: 10)), movies)
+        case .everyHook10:
+            return sending(client(Array(repeating: EveryHook(), count: 10)), movies)
         case .timeout, .guarded:
             let client = NetworkClient(
                 baseURL: base, transport: CannedTransport(honorsCancellation: self != .guarded),
                 configuration: .init(timeout: self == .timeout ? .seconds(30) : nil))
-            let request = Request<Data>(path: "/movies")
-            for _ in 0..<count { _ = try await client.send(request) }
+            return sending(client, movies)
         case .hooks1, .hooks5, .hooks10, .chain50, .chain100, .chain200:
             let n = [.hooks1: 1, .hooks5: 5, .hooks10: 10, .chain50: 50, .chain100: 100, .chain200: 200][self] ?? 0
-            let client = NetworkClient(baseURL: base, transport: CannedTransport()) {
-                Array(repeating: TrivialHooks(), count: n)
-            }
-            let request = Request<Data>(path: "/movies")
-            for _ in 0..<count { _ = try await client.send(request) }
+            return sending(client(Array(repeating: TrivialHooks(), count: n)), movies)
         case .request1, .request5:
-            let client = client(0)
             let request = Request<Data>(
                 path: "/movies", behaviors: Array(repeating: TrivialHooks(), count: self == .request1 ? 1 : 5))
-            for _ in 0..<count { _ = try await client.send(request) }
+            return sending(client([]), request)
         case .optOut:
-            let client = NetworkClient(baseURL: base, transport: CannedTransport()) {
-                Array(repeating: TrivialHooks(), count: 9) as [any RequestBehavior] + [LeftOut()]
-            }
-            let request = Request<Data>(path: "/movies").excluding(.type(LeftOut.self))
-            for _ in 0..<count { _ = try await client.send(request) }
+            let behaviors: [any RequestBehavior] = Array(repeating: TrivialHooks(), count: 9) + [LeftOut()]
+            return sending(client(behaviors), movies.excluding(.type(LeftOut.self)))
         case .retried:
             let behaviors = realisticBehaviors().map { behavior -> any RequestBehavior in
                 behavior is RetryBehavior
                     ? RetryBehavior(RetryPolicy(maxAttempts: 2, baseDelay: .zero, jitter: .none)) : behavior
             }
-            let client = NetworkClient(baseURL: base, transport: EveryOtherFails()) { behaviors }
-            let request = Request<Movie>(path: "/movies/7")
-            for _ in 0..<count { _ = try await client.send(request) }
-        case .plainJSON, .realistic, .realisticUninterrupted:
-            let client = NetworkClient(baseURL: base, transport: CannedTransport()) {
-                switch self {
-                case .realistic: realisticBehaviors()
-                case .realisticUninterrupted: realisticBehaviors(interrupting: false)
-                default: []
-                }
-            }
-            let request = Request<Movie>(path: "/movies/7")
-            for _ in 0..<count { _ = try await client.send(request) }
+            return sending(client(behaviors, transport: EveryOtherFails()), movie)
+        case .plainJSON:
+            return sending(client([]), movie)
+        case .realistic:
+            return sending(client(realisticBehaviors()), movie)
+        case .realisticUninterrupted:
+            return sending(client(realisticBehaviors(interrupting: false)), movie)
         }
     }
 }

@@ -8,6 +8,8 @@
 // over the rounds, its interquartile range, and the median requests per second of each path.
 // With UNINTERRUPTED=1 in the environment, the chain's background task does not interrupt an
 // attempt in flight (no guarded step per attempt), to tell that cost from the transport's.
+// With VARY_QUERY=1, every request of both paths asks for `?page=N` with a new N, so the client's
+// URL cache never hits: run with and without it to see what the cache saves end to end.
 import BenchSupport
 import Conveyor
 import Foundation
@@ -58,8 +60,19 @@ let client = NetworkClient(baseURL: base, transport: transport) { realisticBehav
 let rawURL = base.appendingPathComponent("json/movies")
 let decoder = JSONDecoder()
 
+let varyQuery = ProcessInfo.processInfo.environment["VARY_QUERY"] != nil
+/// A new page number per request (both paths), when VARY_QUERY is set.
+final class PageCounter: @unchecked Sendable {
+    // @unchecked: `next` is only touched with `lock` locked.
+    private let lock = NSLock()
+    private var next = 0
+    func take() -> Int { lock.withLock { next += 1; return next } }
+}
+let pages = PageCounter()
+
 let raw: @Sendable () async throws -> Void = {
-    var request = URLRequest(url: rawURL)
+    let url = varyQuery ? URL(string: rawURL.absoluteString + "?page=\(pages.take())")! : rawURL
+    var request = URLRequest(url: url)
     request.allHTTPHeaderFields = [
         "User-Agent": "Bench/1.0", "Accept-Language": "en", "Authorization": "Bearer cached-token-0123456789",
     ]
@@ -67,7 +80,8 @@ let raw: @Sendable () async throws -> Void = {
     _ = try decoder.decode([[String: AnyCodableValue]].self, from: data)
 }
 let conveyor: @Sendable () async throws -> Void = {
-    _ = try await client.send(Request<[[String: AnyCodableValue]]>(path: "/json/movies"))
+    let query: QueryParameters = varyQuery ? ["page": pages.take()] : [:]
+    _ = try await client.send(Request<[[String: AnyCodableValue]]>(path: "/json/movies", query: query))
 }
 
 // Warm up connections and code paths.
@@ -79,7 +93,9 @@ func quartiles(_ values: [Double]) -> (Double, Double, Double) {
     return (sorted[sorted.count / 4], sorted[sorted.count / 2], sorted[(3 * sorted.count) / 4])
 }
 
-print("Loopback: \(rounds) rounds × 2 × \(perRound) requests per path and concurrency, GET /json/movies decoded as JSON")
+print(
+    "Loopback: \(rounds) rounds × 2 × \(perRound) requests per path and concurrency, GET /json/movies"
+        + (varyQuery ? "?page=N (a new N every request)" : "") + " decoded as JSON")
 print("")
 print("| in flight | raw URLSession req/s | NetworkClient + realistic chain req/s | Conveyor / raw, median of rounds | interquartile range |")
 print("|---:|---:|---:|---:|---:|")

@@ -1,0 +1,59 @@
+// Requests per second through one NetworkClient with 1, 8 and 64 requests in flight, in memory
+// (CannedTransport), for three chains: none, 10 behaviors implementing two hooks each, and the
+// realistic chain. More tasks than cores cannot add throughput; what this shows is whether a
+// shared lock or a contended cache line takes throughput away as tasks are added (a rate that
+// falls with more tasks in flight).
+// Run from the repository root:
+//   swift run --package-path Benchmarks -c release concurrency-bench [rounds] [requests]
+import BenchSupport
+import Conveyor
+import Foundation
+
+/// Runs `total` requests with `inFlight` at a time; returns requests per second.
+func measure(total: Int, inFlight: Int, _ operation: @escaping @Sendable () async throws -> Void) async throws -> Double {
+    let start = ContinuousClock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        var started = 0
+        for _ in 0..<min(inFlight, total) {
+            group.addTask { try await operation() }
+            started += 1
+        }
+        while try await group.next() != nil {
+            if started < total {
+                group.addTask { try await operation() }
+                started += 1
+            }
+        }
+    }
+    let elapsed = ContinuousClock.now - start
+    return Double(total) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+}
+
+let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
+let rounds = arguments.first ?? 7
+let perRound = arguments.dropFirst().first ?? 20_000
+
+let base = URL(string: "http://127.0.0.1:8080/api")!
+let chains: [(String, () -> [any RequestBehavior])] = [
+    ("0 behaviors", { [] }),
+    ("10 behaviors with 2 hooks each", { Array(repeating: TrivialHooks(), count: 10) }),
+    ("realistic chain", { realisticBehaviors() }),
+]
+print("In memory, one client, \(rounds) rounds × \(perRound) requests per cell, median requests per second;")
+print("\(ProcessInfo.processInfo.activeProcessorCount) cores")
+print("")
+print("| chain | 1 in flight | 8 in flight | 64 in flight | 64 / 1 |")
+print("|---|---:|---:|---:|---:|")
+for (name, behaviors) in chains {
+    let client = NetworkClient(baseURL: base, transport: CannedTransport(), behaviors: behaviors)
+    let request = Request<Data>(path: "/movies")
+    let send: @Sendable () async throws -> Void = { _ = try await client.send(request) }
+    _ = try await measure(total: 2_000, inFlight: 8, send)  // warm up
+    var rates: [Int: [Double]] = [:]
+    for _ in 0..<rounds {
+        for inFlight in [1, 8, 64] { rates[inFlight, default: []].append(try await measure(total: perRound, inFlight: inFlight, send)) }
+    }
+    func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+    let (one, eight, many) = (median(rates[1]!), median(rates[8]!), median(rates[64]!))
+    print(String(format: "| %@ | %.0f | %.0f | %.0f | %.2f |", name, one, eight, many, many / one))
+}
