@@ -18,6 +18,8 @@ public struct CombinedRequestBehavior: RequestBehavior {
     public let behaviors: [any RequestBehavior]
     /// Which members each hook calls; members' no-op default hooks are left out once learned.
     let planSource: HookPlanSource
+    /// Whether a member wraps others (``WrappingRequestBehavior``), asked once.
+    let hasWrappers: Bool
 
     /// Creates a chain, flattening members that are chains themselves.
     /// - Parameter behaviors: The members, outermost first.
@@ -25,11 +27,13 @@ public struct CombinedRequestBehavior: RequestBehavior {
         let flat = Self.flatten(behaviors)
         self.behaviors = flat
         self.planSource = .cache(HookPlanCache(behaviors: flat))
+        self.hasWrappers = DefaultHooks.conformances(of: flat).contains { $0.contains(.wraps) }
     }
 
     private init(behaviors: [any RequestBehavior], plan: HookPlan) {
         self.behaviors = behaviors
         self.planSource = .fixed(plan)
+        self.hasWrappers = DefaultHooks.conformances(of: behaviors).contains { $0.contains(.wraps) }
     }
 
     private static func flatten(_ behaviors: [any RequestBehavior]) -> [any RequestBehavior] {
@@ -116,9 +120,13 @@ public struct CombinedRequestBehavior: RequestBehavior {
                 // keeps the plan as it is.
                 return behaviors.allSatisfy(keep) ? base : HookPlan(filtering: base, keep: keep)
             }
-            switch planSource {
-            case .cache(let cache): plan = cache.plan(base, excluding: exclusions, make: make)
-            case .fixed: plan = make()
+            // Only a choice that cannot change is kept: exclusions by type, in a chain where no
+            // member wraps others. A name is whatever `name` returns now, and a wrapper may wrap
+            // something else on the next request, so those are matched on every request.
+            if case .cache(let cache) = planSource, exclusions.allSatisfy(\.isByType), !hasWrappers {
+                plan = cache.plan(base, excluding: exclusions, make: make)
+            } else {
+                plan = make()
             }
         }
         if !extra.isEmpty { plan = HookPlan(extending: plan, with: Self.flatten(extra)) }
@@ -184,6 +192,11 @@ public struct BehaviorExclusion: Sendable, Hashable {
     }
 
     let selector: Selector
+
+    /// Whether this selects by type, a choice a member's value cannot change.
+    var isByType: Bool {
+        if case .type = selector { true } else { false }
+    }
 
     /// Leaves out every behavior of this type.
     /// - Parameter type: The behavior type.

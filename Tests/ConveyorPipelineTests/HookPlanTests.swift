@@ -154,7 +154,9 @@ import Testing
     }
     struct SettlingProbe: RequestBehavior {}
 
-    @Test func aClientsPlanSettlesAfterManyUnchangedRequests() async throws {
+    /// A client's plan follows the registry on every request, however many came before: a default
+    /// first reached late (here `afterFailure`, after a hundred successes) is skipped from then on.
+    @Test func aClientsPlanLearnsADefaultReachedLate() async throws {
         let mock = MockTransport()
         mock.stub(nil, "/api/x", reply: .status(200))
         let calls = Locked<[String]>([])
@@ -162,45 +164,17 @@ import Testing
             SettlingObserver(calls: calls)
             SettlingProbe()
         }
-        // Before it settles, a newly learned default refreshes the plan.
-        try await client.send(Request<Void>(path: "/x"))
-        let early = client.behaviors.plan()
-        #expect(early.afterFailure.count == 2)  // no failure seen yet: afterFailure not learned
-        // Settle: once its plan has been unchanged for `settleAfter` requests, the client no longer
-        // looks at the registry, so a change there leaves its plan as it is. Other tests teach the
-        // registry in parallel (which restarts the count), so this may take a few rounds.
-        let markers: [Any.Type] = [Int8.self, Int16.self, Int32.self, UInt8.self, UInt16.self, UInt32.self, Float.self]
-        var settledPlan: HookPlan?
-        var requests = 1
-        for round in 0..<(markers.count * RequestHook.allCases.count) where settledPlan == nil {
-            for _ in 0..<(HookPlanCache.settleAfter + 1) { try await client.send(Request<Void>(path: "/x")) }
-            requests += HookPlanCache.settleAfter + 1
-            let plan = client.behaviors.plan()
-            let hooks = RequestHook.allCases
-            DefaultHooks.record(markers[round / hooks.count], hooks[round % hooks.count])  // a registry change
-            if client.behaviors.plan() === plan { settledPlan = plan }
-        }
-        let settled = try #require(settledPlan, "the plan never settled")
-
-        // After settling, a default first reached now is still called (it costs, never changes
-        // behavior), and the plan no longer changes.
+        for _ in 0..<100 { try await client.send(Request<Void>(path: "/x")) }
+        #expect(client.behaviors.plan().afterFailure.count == 2)  // no failure seen yet: not learned
         mock.stub(nil, "/api/fail", reply: .status(500))
-        for _ in 0..<3 {
-            do throws(NetworkError) {
-                try await client.send(Request<Void>(path: "/fail"))
-                Issue.record("a 500 succeeded")
-            } catch {
-                #expect(error.status == 500)
-            }
+        do throws(NetworkError) {
+            try await client.send(Request<Void>(path: "/fail"))
+            Issue.record("a 500 succeeded")
+        } catch {
+            #expect(error.status == 500)
         }
-        #expect(client.behaviors.plan() === settled)
-        #expect(settled.afterFailure.count == 2)
-        // A fresh client learns from the registry: afterFailure is now known to be a default.
-        let fresh = makeClient(mock) {
-            SettlingObserver(calls: calls)
-            SettlingProbe()
-        }
-        #expect(fresh.behaviors.plan().afterFailure.isEmpty)
-        #expect(calls.withLock { $0.count } == requests)
+        // Both members ran their default `afterFailure` once; the same client now skips them.
+        #expect(client.behaviors.plan().afterFailure.isEmpty)
+        #expect(calls.withLock { $0.count } == 100)
     }
 }
