@@ -1,6 +1,6 @@
 // Requests per second through one NetworkClient with 1, 8 and 64 requests in flight, in memory
 // (CannedTransport), for three chains: none, 10 behaviors implementing two hooks each, and the
-// realistic chain. More tasks than cores cannot add throughput; what this shows is whether a
+// realistic chain; and the floor, the same harness around a direct transport call. More tasks than cores cannot add throughput; what this shows is whether a
 // shared lock or a contended cache line takes throughput away as tasks are added (a rate that
 // falls with more tasks in flight).
 // Run from the repository root:
@@ -44,10 +44,19 @@ print("\(ProcessInfo.processInfo.activeProcessorCount) cores")
 print("")
 print("| chain | 1 in flight | 8 in flight | 64 in flight | 64 / 1 |")
 print("|---|---:|---:|---:|---:|")
-for (name, behaviors) in chains {
-    let client = NetworkClient(baseURL: base, transport: CannedTransport(), behaviors: behaviors)
-    let request = Request<Data>(path: "/movies")
-    let send: @Sendable () async throws -> Void = { _ = try await client.send(request) }
+/// The harness alone: the same task group around a direct transport call, no client.
+let floorTransport: any HTTPTransport = CannedTransport()
+let floorRequest = HTTPRequest(method: .get, url: base.appendingPathComponent("movies"))
+let floorSend: @Sendable () async throws -> Void = { _ = try await floorTransport.send(floorRequest) }
+let rows: [(String, @Sendable () async throws -> Void)] =
+    [("floor: `transport.send`, no client", floorSend)]
+    + chains.map { name, behaviors in
+        let client = NetworkClient(baseURL: base, transport: CannedTransport(), behaviors: behaviors)
+        let request = Request<Data>(path: "/movies")
+        let send: @Sendable () async throws -> Void = { _ = try await client.send(request) }
+        return (name, send)
+    }
+for (name, send) in rows {
     _ = try await measure(total: 2_000, inFlight: 8, send)  // warm up
     var rates: [Int: [Double]] = [:]
     for _ in 0..<rounds {
