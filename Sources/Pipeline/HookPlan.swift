@@ -39,8 +39,14 @@ package enum DefaultHooks {
     /// Every hook's bit.
     static let allHooks: UInt8 = 255
 
+    /// `false` when the environment has `CONVEYOR_SKIP_DEFAULT_HOOKS=0`: nothing is learned, so
+    /// every chain calls every hook of every member. A diagnostic switch, read once: it measures
+    /// what skipping saves (BENCHMARKS.md, round two) and rules it out when a hook seems not to run.
+    static let learns = ProcessInfo.processInfo.environment["CONVEYOR_SKIP_DEFAULT_HOOKS"] != "0"
+
     /// Records that `type` uses the default for `hook`.
     package static func record(_ type: Any.Type, _ hook: RequestHook) {
+        guard learns else { return }
         let bit = hook.bit
         let usesNoHook = state.withLock { state -> Bool in
             let id = ObjectIdentifier(type)
