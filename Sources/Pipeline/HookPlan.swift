@@ -92,7 +92,9 @@ package enum DefaultHooks {
 
     /// The current mask of each behavior's type (hooks it leaves at the default) and what it
     /// conforms to, in order: one lock and one array for a request's own behaviors.
-    static func masksAndConformances(of behaviors: [any RequestBehavior]) -> [(mask: UInt8, conformances: Conformances)] {
+    static func masksAndConformances(
+        of behaviors: [any RequestBehavior]
+    ) -> [(mask: UInt8, conformances: Conformances)] {
         state.withLock { state in
             behaviors.map { (state.masks[ObjectIdentifier(type(of: $0)), default: 0], state.learnConformances(of: $0)) }
         }
@@ -163,7 +165,9 @@ package final class HookPlan: Sendable {
             guard facts.contains(where: { $0.mask & hook.bit == 0 }) else { return list }
             var result: [any RequestBehavior] = []
             result.reserveCapacity(list.count + extra.count)
-            for index in extra.indices.reversed() where facts[index].mask & hook.bit == 0 { result.append(extra[index]) }
+            for index in extra.indices.reversed() where facts[index].mask & hook.bit == 0 {
+                result.append(extra[index])
+            }
             result.append(contentsOf: list)
             return result
         }
