@@ -105,6 +105,28 @@ public struct DisabledSink: LogSink {
     public func write(_ entry: LogEntry) {}
 }
 
+/// Runs `total` operations (a task each) with `inFlight` at a time; returns operations per second.
+public func measure(
+    total: Int, inFlight: Int, _ operation: @escaping @Sendable () async throws -> Void
+) async throws -> Double {
+    let start = ContinuousClock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        var started = 0
+        for _ in 0..<min(inFlight, total) {
+            group.addTask { try await operation() }
+            started += 1
+        }
+        while try await group.next() != nil {
+            if started < total {
+                group.addTask { try await operation() }
+                started += 1
+            }
+        }
+    }
+    let elapsed = ContinuousClock.now - start
+    return Double(total) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+}
+
 /// The realistic chain of the benchmarks: headers, auth, activity, background task, retry, logging.
 /// - Parameter interrupting: Whether the background task interrupts an attempt in flight on
 ///   expiry (its default; every attempt then runs in a guarded step).

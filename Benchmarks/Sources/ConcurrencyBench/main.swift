@@ -1,33 +1,14 @@
 // Requests per second through one NetworkClient with 1, 8 and 64 requests in flight, in memory
 // (CannedTransport), for three chains: none, 10 behaviors implementing two hooks each, and the
-// realistic chain; and the floor, the same harness around a direct transport call. More tasks than cores cannot add throughput; what this shows is whether a
-// shared lock or a contended cache line takes throughput away as tasks are added (a rate that
-// falls with more tasks in flight).
+// realistic chain; and the floor, the same harness around a direct transport call, no client.
+// With one request in flight one core works; with more, both can. A client whose rate grows less
+// than the floor's from 1 to 64 in flight is losing time to something its requests share (a
+// lock, a contended cache line).
 // Run from the repository root:
 //   swift run --package-path Benchmarks -c release concurrency-bench [rounds] [requests]
 import BenchSupport
 import Conveyor
 import Foundation
-
-/// Runs `total` requests with `inFlight` at a time; returns requests per second.
-func measure(total: Int, inFlight: Int, _ operation: @escaping @Sendable () async throws -> Void) async throws -> Double {
-    let start = ContinuousClock.now
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        var started = 0
-        for _ in 0..<min(inFlight, total) {
-            group.addTask { try await operation() }
-            started += 1
-        }
-        while try await group.next() != nil {
-            if started < total {
-                group.addTask { try await operation() }
-                started += 1
-            }
-        }
-    }
-    let elapsed = ContinuousClock.now - start
-    return Double(total) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-}
 
 let arguments = CommandLine.arguments.dropFirst().compactMap { Int($0) }
 let rounds = arguments.first ?? 7

@@ -18,26 +18,6 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Runs `total` operations with `inFlight` at a time; returns requests per second.
-func measure(total: Int, inFlight: Int, _ operation: @escaping @Sendable () async throws -> Void) async throws -> Double {
-    let start = ContinuousClock.now
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        var started = 0
-        for _ in 0..<min(inFlight, total) {
-            group.addTask { try await operation() }
-            started += 1
-        }
-        while try await group.next() != nil {
-            if started < total {
-                group.addTask { try await operation() }
-                started += 1
-            }
-        }
-    }
-    let elapsed = ContinuousClock.now - start
-    return Double(total) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-}
-
 func median(_ values: [Double]) -> Double {
     let sorted = values.sorted()
     return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
