@@ -96,11 +96,14 @@ extension URL {
     /// The URL with `user:password@` shown as `***@`; the rest as it is.
     package var redactingUserInfo: String {
         let string = absoluteString
-        guard let schemeEnd = string.range(of: "://") else { return string }
-        let authorityEnd = string[schemeEnd.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" }
-            ?? string.endIndex
-        guard let at = string[schemeEnd.upperBound..<authorityEnd].lastIndex(of: "@") else { return string }
-        return String(string[..<schemeEnd.upperBound]) + "***" + String(string[at...])
+        let bytes = Array(string.utf8)
+        // Over bytes: no Foundation range call on text that a redirect's `Location` may have set.
+        guard let schemeEnd = bytes.firstRange(of: Array("://".utf8)) else { return string }
+        let rest = bytes[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+            ?? rest.endIndex
+        guard let at = rest[..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) else { return string }
+        return String(decoding: bytes[..<schemeEnd.upperBound] + Array("***".utf8) + bytes[at...], as: UTF8.self)
     }
 }
 

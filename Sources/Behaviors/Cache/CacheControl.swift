@@ -33,21 +33,30 @@ struct CacheControl: Sendable, Equatable {
     init(parsing value: String) { parse(value) }
 
     private mutating func parse(_ value: String) {
-        for directive in Self.split(value) {
-            let parts = directive.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = parts[0].trimmingSpaces.lowercased()
-            let argument = parts.count == 2 ? Self.unquote(parts[1].trimmingSpaces) : nil
-            switch name {
-            case "max-age": maxAge = Self.merge(maxAge, Self.seconds(argument))
-            case "s-maxage": sharedMaxAge = Self.merge(sharedMaxAge, Self.seconds(argument))
-            case "min-fresh": minFresh = max(minFresh ?? 0, Self.seconds(argument))
-            case "no-store": noStore = true
-            case "no-cache": noCache = true
-            case "public": isPublic = true
-            case "private": isPrivate = true
-            case "must-revalidate": mustRevalidate = true
-            case "only-if-cached": onlyIfCached = true
-            default: continue
+        do {
+            for directive in HeaderBytes.listMembers(Array(value.utf8)[...]) {
+                let equals = directive.firstIndex(of: UInt8(ascii: "="))
+                let name = HeaderBytes.trimmed(directive[..<(equals ?? directive.endIndex)])
+                let argument = equals.map { HeaderBytes.unquoted(HeaderBytes.trimmed(directive[($0 + 1)...])) }
+                if HeaderBytes.equalsIgnoringCase(name, "max-age") {
+                    maxAge = Self.merge(maxAge, Self.seconds(argument))
+                } else if HeaderBytes.equalsIgnoringCase(name, "s-maxage") {
+                    sharedMaxAge = Self.merge(sharedMaxAge, Self.seconds(argument))
+                } else if HeaderBytes.equalsIgnoringCase(name, "min-fresh") {
+                    minFresh = max(minFresh ?? 0, Self.seconds(argument))
+                } else if HeaderBytes.equalsIgnoringCase(name, "no-store") {
+                    noStore = true
+                } else if HeaderBytes.equalsIgnoringCase(name, "no-cache") {
+                    noCache = true
+                } else if HeaderBytes.equalsIgnoringCase(name, "public") {
+                    isPublic = true
+                } else if HeaderBytes.equalsIgnoringCase(name, "private") {
+                    isPrivate = true
+                } else if HeaderBytes.equalsIgnoringCase(name, "must-revalidate") {
+                    mustRevalidate = true
+                } else if HeaderBytes.equalsIgnoringCase(name, "only-if-cached") {
+                    onlyIfCached = true
+                }
             }
         }
     }
@@ -57,34 +66,8 @@ struct CacheControl: Sendable, Equatable {
     private static func merge(_ old: Int?, _ new: Int) -> Int { old.map { min($0, new) } ?? new }
 
     /// delta-seconds: digits only; too large is 2^31; missing or invalid is 0.
-    private static func seconds(_ argument: String?) -> Int {
-        guard let argument, !argument.isEmpty,
-            argument.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-        else { return 0 }
-        return min(Int(argument.prefix(11)) ?? maximumDelta, maximumDelta)
-    }
-
-    private static func unquote(_ text: Substring) -> String {
-        guard text.count >= 2, text.first == "\"", text.last == "\"" else { return String(text) }
-        return String(text.dropFirst().dropLast())
-    }
-
-    /// Splits at commas outside quoted strings.
-    static func split(_ value: String) -> [Substring] {
-        var parts: [Substring] = []
-        var start = value.startIndex
-        var quoted = false
-        var index = value.startIndex
-        while index < value.endIndex {
-            let character = value[index]
-            if character == "\"" { quoted.toggle() } else if character == ",", !quoted {
-                parts.append(value[start..<index])
-                start = value.index(after: index)
-            }
-            index = value.index(after: index)
-        }
-        parts.append(value[start...])
-        return parts.filter { !$0.trimmingSpaces.isEmpty }
+    private static func seconds(_ argument: ArraySlice<UInt8>?) -> Int {
+        argument.flatMap { HeaderBytes.digits($0, cap: maximumDelta) } ?? 0
     }
 }
 

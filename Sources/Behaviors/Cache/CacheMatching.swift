@@ -20,10 +20,13 @@ enum Vary {
     /// The lowercased names every `Vary` field lists; `*` stays `*`.
     static func names(in headers: HTTPHeaders) -> [String] {
         var names: [String] = []
+        var seen: Set<String> = []  // a set, not a scan of `names`: one 64 KB `Vary` stays linear
         for value in headers.values(for: "Vary") {
-            for name in value.split(separator: ",") {
-                let trimmed = name.trimmingSpaces.lowercased()
-                if !trimmed.isEmpty, !names.contains(trimmed) { names.append(trimmed) }
+            do {
+                for member in HeaderBytes.listMembers(Array(value.utf8)[...]) {
+                    let name = String(decoding: member.map(HeaderBytes.lower), as: UTF8.self)
+                    if seen.insert(name).inserted { names.append(name) }
+                }
             }
         }
         return names

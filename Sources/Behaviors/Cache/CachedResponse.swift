@@ -65,7 +65,7 @@ public struct CachedResponse: Sendable, Hashable {
         self.credentials = credentials
 
         let control = CacheControl(headers)
-        let date = headers["Date"].flatMap(HTTPDate.parse) ?? responseTime
+        let date = headers["Date"].flatMap { HTTPDate.parse($0) } ?? responseTime
         if let maxAge = control.maxAge {
             freshnessLifetime = Double(maxAge)
         } else if let expires = headers["Expires"] {
@@ -75,7 +75,7 @@ public struct CachedResponse: Sendable, Hashable {
             freshnessLifetime = 0  // no heuristic freshness (Docs/Decisions.md, "Caching")
         }
         let apparentAge = max(0, responseTime.timeIntervalSince(date))
-        let ageValue = headers["Age"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }.map { Double(max(0, $0)) } ?? 0
+        let ageValue = headers["Age"].flatMap { HeaderBytes.deltaSeconds($0) }.map { Double($0) } ?? 0
         let correctedAge = ageValue + max(0, responseTime.timeIntervalSince(requestTime))
         initialAge = max(apparentAge, correctedAge)
         requiresRevalidation = control.noCache

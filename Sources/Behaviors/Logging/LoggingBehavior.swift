@@ -58,6 +58,7 @@ public struct LoggingBehavior: RequestBehavior {
             for value in redactor.secretValues(in: request) where !known.contains(value) { known.append(value) }
             return known
         }
+        let scrubber = SecretScrubber(secrets: secrets)
         var line = "→ \(context.requestID) \(request.method) \(redactor.redact(request.url)) attempt \(context.attempt)"
         if logsHeaders && !request.headers.isEmpty {
             line += " [" + request.headers.map { "\($0.name): \(redactor.value(of: $0))" }.joined(separator: ", ") + "]"
@@ -65,23 +66,23 @@ public struct LoggingBehavior: RequestBehavior {
         if let body = request.body, bodyPreviewLimit > 0 {
             line += " body: "
                 + redactor.preview(
-                    body, contentType: request.headers["Content-Type"], limit: bodyPreviewLimit, scrubbing: secrets)
+                    body, contentType: request.headers["Content-Type"], limit: bodyPreviewLimit, scrubber: scrubber)
         }
-        sink.write(LogEntry(level: .debug, message: redactor.scrub(line, secrets)))
+        sink.write(LogEntry(level: .debug, message: redactor.scrub(line, scrubber: scrubber)))
     }
 
     /// Logs the success.
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
         guard sink.isEnabled else { return }
-        let secrets = context[SentSecrets.self]
+        let scrubber = SecretScrubber(secrets: context[SentSecrets.self])
         var line = "← \(context.requestID) \(response.status) after \(context.attempt) attempt(s), \(response.body.count) bytes"
         if bodyPreviewLimit > 0 && !response.body.isEmpty {
             line += " body: "
                 + redactor.preview(
                     response.body, contentType: response.headers["Content-Type"], limit: bodyPreviewLimit,
-                    scrubbing: secrets)
+                    scrubber: scrubber)
         }
-        sink.write(LogEntry(level: .info, message: redactor.scrub(line, secrets)))
+        sink.write(LogEntry(level: .info, message: redactor.scrub(line, scrubber: scrubber)))
     }
 
     /// Logs the failure (the error's description never contains secrets).

@@ -34,23 +34,56 @@ public struct Redactor: Sendable {
     /// The header value to show.
     func value(of field: HTTPHeaders.Field) -> String { hides(header: field.name) ? "***" : field.value }
 
-    /// The URL with its user info and hidden query values replaced by `***`.
+    /// The URL with its user info, and the values of hidden query items and of hidden items of
+    /// its fragment (the OAuth implicit flow puts `access_token` there), replaced by `***`.
     /// - Parameter url: The URL.
     public func redact(_ url: URL) -> String {
-        let string = url.redactingUserInfo
-        guard let question = string.firstIndex(of: "?") else { return string }
-        let fragmentStart = string[question...].firstIndex(of: "#") ?? string.endIndex
-        let query = string[string.index(after: question)..<fragmentStart]
-        return String(string[...question]) + redact(formEncoded: String(query))
+        var bytes = Array(url.redactingUserInfo.utf8)[...]
+        var output: [UInt8] = []
+        let hash = bytes.firstIndex(of: UInt8(ascii: "#"))
+        var fragment = hash.map { bytes[($0 + 1)...] }
+        if let hash { bytes = bytes[..<hash] }
+        if let question = bytes.firstIndex(of: UInt8(ascii: "?")) {
+            output += bytes[...question]
+            output += redacting(formEncoded: bytes[(question + 1)...])
+        } else {
+            output += bytes
+        }
+        if let items = fragment {
+            output.append(UInt8(ascii: "#"))
+            // `#/callback?access_token=…` (a route before the items) or `#access_token=…`.
+            if let question = items.firstIndex(of: UInt8(ascii: "?")) {
+                output += items[...question]
+                fragment = items[(question + 1)...]
+            }
+            output += redacting(formEncoded: fragment ?? [])
+        }
+        return String(decoding: output, as: UTF8.self)
     }
 
     /// `a=1&password=***`: hides the values of hidden names in a URL-encoded list.
     func redact(formEncoded text: String) -> String {
-        text.split(separator: "&", omittingEmptySubsequences: false).map { pair in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = Self.formDecoded(String(parts[0]))
-            return hides(field: name) && parts.count == 2 ? "\(parts[0])=***" : String(pair)
-        }.joined(separator: "&")
+        String(decoding: redacting(formEncoded: Array(text.utf8)[...]), as: UTF8.self)
+    }
+
+    /// `a=1&password=***` over bytes: each name is percent- and form-decoded before it is compared.
+    func redacting(formEncoded text: ArraySlice<UInt8>, mask: [UInt8] = Array("***".utf8)) -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(text.count)
+        var first = true
+        for pair in text.split(separator: UInt8(ascii: "&"), omittingEmptySubsequences: false) {
+            if !first { output.append(UInt8(ascii: "&")) }
+            first = false
+            guard let equals = pair.firstIndex(of: UInt8(ascii: "=")),
+                hides(field: String(decoding: Self.formDecoded(pair[..<equals]), as: UTF8.self))
+            else {
+                output += pair
+                continue
+            }
+            output += pair[...equals]
+            output += mask
+        }
+        return output
     }
 
     /// Whether a query item, form field or JSON key's value must be hidden.
@@ -60,198 +93,135 @@ public struct Redactor: Sendable {
     /// still recognized (and the field that names it): previews never read more than this.
     static let previewSlack = 4096
 
-    /// A preview of a body at most `limit` bytes long: hidden form fields and JSON keys masked,
-    /// every known secret value (in any of the encodings a server may echo it in) replaced by
-    /// `***`, and a secret that the limit would cut removed whole.
+    /// A preview of a body at most `limit` bytes long: the values of hidden form fields and JSON
+    /// keys masked whole, every known secret value (in any of the encodings a server may echo it
+    /// in, and any 8-byte piece of one) masked, and a secret that the limit would cut removed
+    /// whole.
     ///
-    /// It reads at most `limit` + 4 KiB of the body, whatever the body's size, and never parses
-    /// it: JSON keys are found by a scan of that prefix.
+    /// It reads at most `limit` + 4 KiB of the body, whatever the body's size, and works over its
+    /// bytes in linear time: JSON is read by a streaming scan of that prefix, never parsed into
+    /// objects.
     func preview(_ body: Data, contentType: String?, limit: Int, scrubbing secrets: [String] = []) -> String {
+        preview(body, contentType: contentType, limit: limit, scrubber: SecretScrubber(secrets: secrets))
+    }
+
+    /// ``preview(_:contentType:limit:scrubbing:)`` with the secrets' scrubber built once.
+    func preview(_ body: Data, contentType: String?, limit: Int, scrubber: SecretScrubber) -> String {
         guard limit > 0, !body.isEmpty else { return "" }
         let window = limit >= body.count - Self.previewSlack ? body.count : limit + Self.previewSlack
-        var text = String(decoding: body.prefix(window), as: UTF8.self)
-        let isForm = contentType.map { $0.lowercased().hasPrefix("application/x-www-form-urlencoded") } ?? false
-        text = isForm ? redact(formEncoded: text) : redact(jsonLike: text)
-        let variants = Self.encodings(of: secrets)
-        text = Self.scrub(text, variants, pieces: secrets)
-        guard text.utf8.count > limit || window < body.count else { return text }
-        var cut = String(decoding: Array(text.utf8.prefix(limit)), as: UTF8.self)
-        // A secret cut by the limit: drop the part of it that made it in.
-        for secret in variants {
-            for length in stride(from: min(secret.count - 1, cut.count), through: 4, by: -1)
-            where cut.hasSuffix(secret.prefix(length)) {
-                cut.removeLast(length)
-                break
-            }
-        }
-        return cut + "…"
+        // Valid UTF-8 first (invalid bytes become U+FFFD), so nothing later can turn bytes into a
+        // character that completes a secret.
+        var text = Array(String(decoding: body.prefix(window), as: UTF8.self).utf8)
+        let isForm = contentType.flatMap(MediaType.init)?.isFormURLEncoded ?? false
+        text = isForm ? redacting(formEncoded: text[...]) : JSONFieldScanner(bytes: text).masking(where: hides(field:), mask: Array("***".utf8))
+        text = scrubber.scrub(text)
+        guard text.count > limit || window < body.count else { return String(decoding: text, as: UTF8.self) }
+        // Cut at a character boundary, then drop what a cut left of a secret.
+        var cut = min(limit, text.count)
+        while cut > 0, cut < text.count, text[cut] & 0xC0 == 0x80 { cut -= 1 }
+        var kept = Array(text[..<cut])
+        kept.removeLast(scrubber.cutSecretLength(atEndOf: kept))
+        while let last = kept.last, last & 0xC0 == 0x80 || last >= 0xC0 { kept.removeLast() }
+        return String(decoding: scrubber.scrub(kept + Array("…".utf8)), as: UTF8.self)
     }
 
-    /// Replaces every occurrence of each secret, in each encoding a server may echo it in, by `***`.
+    /// Replaces every occurrence of each secret, in each encoding a server may echo it in, and
+    /// every 8-byte piece of one, by `***`.
     func scrub(_ text: String, _ secrets: [String]) -> String {
-        Self.scrub(text, Self.encodings(of: secrets), pieces: secrets)
+        scrub(text, scrubber: SecretScrubber(secrets: secrets))
     }
 
-    /// Replaces every variant whole, then every run of 8 characters of a secret in `pieces`.
-    static func scrub(_ text: String, _ variants: [String], pieces secrets: [String]) -> String {
-        let whole = variants.reduce(text) { $0.contains($1) ? $0.replacingOccurrences(of: $1, with: "***") : $0 }
-        return scrubPieces(whole, secrets)
+    /// ``scrub(_:_:)`` with the secrets' scrubber built once.
+    func scrub(_ text: String, scrubber: SecretScrubber) -> String {
+        guard !scrubber.isEmpty else { return text }
+        return String(decoding: scrubber.scrub(Array(text.utf8)), as: UTF8.self)
     }
 
-    /// Replaces every run of 8 characters of a secret (as sent, or JSON-escaped) that is left
-    /// once whole secrets are gone: a server may echo a secret cut short ("token abc12345…
-    /// expired"). What remains of a secret is then shorter than 8 characters.
-    static func scrubPieces(_ text: String, _ secrets: [String]) -> String {
-        var text = text
-        let forms = Set(secrets.flatMap { [$0] + jsonEscaped($0) })
-        for variant in forms where variant.count >= 8 {
-            let characters = Array(variant)
-            for start in 0...(characters.count - 8) {
-                let piece = String(characters[start..<(start + 8)])
-                if text.contains(piece) { text = text.replacingOccurrences(of: piece, with: "***") }
+    /// Percent- and form-decoded bytes (`+` is a space); an invalid escape stays as it is.
+    static func formDecoded(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = bytes.startIndex
+        func hex(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case 0x30...0x39: return byte - 0x30
+            case 0x41...0x46: return byte - 0x41 + 10
+            case 0x61...0x66: return byte - 0x61 + 10
+            default: return nil
             }
         }
-        return text
-    }
-
-    /// A secret as a server may echo it: as sent, percent-encoded (upper- and lowercase hex,
-    /// strictly or as a URL query or path) or form-encoded, and each of those JSON-escaped once or
-    /// twice (with and without `\/`).
-    /// Longest first, so a longer encoding is replaced before a shorter one inside it.
-    static func encodings(of secrets: [String]) -> [String] {
-        let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-        var variants: Set<String> = []
-        for secret in secrets where secret.count >= 4 {
-            // As sent, and as a URL or a form carries it…
-            var forms: Set<String> = [secret]
-            for allowed in [unreserved, .urlQueryAllowed, .urlPathAllowed] {
-                guard let encoded = secret.addingPercentEncoding(withAllowedCharacters: allowed) else { continue }
-                forms.insert(encoded)
-                forms.insert(lowercasingHex(encoded))
-                forms.insert(encoded.replacingOccurrences(of: "%20", with: "+"))
-            }
-            // …and each of those as a JSON string carries it, once or twice (a server echoes a
-            // query, or a JSON body it received, inside its own JSON).
-            var level = forms
-            variants.formUnion(level)
-            for _ in 0..<2 {
-                var escaped: Set<String> = []
-                for form in level { escaped.formUnion(jsonEscaped(form)) }
-                variants.formUnion(escaped)
-                level = escaped
-            }
-        }
-        return variants.sorted { $0.count > $1.count }
-    }
-
-    /// `text` as a JSON string carries it: with `\\` and `\"` escaped, and with `/` left as it
-    /// is or written `\/` (encoders differ).
-    static func jsonEscaped(_ text: String) -> [String] {
-        let json = text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-        return [json, json.replacingOccurrences(of: "/", with: "\\/")]
-    }
-
-    private static func lowercasingHex(_ text: String) -> String {
-        var result = ""
-        var remaining = 0
-        for character in text {
-            if character == "%" {
-                remaining = 2
-                result.append(character)
-            } else if remaining > 0 {
-                remaining -= 1
-                result += character.lowercased()
-            } else {
-                result.append(character)
-            }
-        }
-        return result
-    }
-
-    static func formDecoded(_ text: String) -> String {
-        let spaced = text.replacingOccurrences(of: "+", with: " ")
-        return spaced.removingPercentEncoding ?? spaced
-    }
-
-    /// Masks the values of hidden keys in JSON-like text, which may be cut anywhere: every
-    /// `"key": value` whose key is hidden gets `"***"` (a string value up to its closing quote or
-    /// the end of the text; any other value up to `,`, `}`, `]` or a line break).
-    func redact(jsonLike text: String) -> String {
-        let bytes = Array(text.utf8)
-        var output: [UInt8] = []
-        output.reserveCapacity(bytes.count)
-        var index = 0
-        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\")
-        func skipSpace(_ i: Int) -> Int {
-            var i = i
-            while i < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[i]) { i += 1 }
-            return i
-        }
-        while index < bytes.count {
-            guard bytes[index] == quote else {
-                output.append(bytes[index])
-                index += 1
+        while index < bytes.endIndex {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "+") {
+                out.append(0x20)
+            } else if byte == UInt8(ascii: "%"), index + 2 < bytes.endIndex, let high = hex(bytes[index + 1]),
+                let low = hex(bytes[index + 2])
+            {
+                out.append(high << 4 | low)
+                index += 3
                 continue
-            }
-            // A string: find its end.
-            var end = index + 1
-            while end < bytes.count && bytes[end] != quote { end += bytes[end] == backslash ? 2 : 1 }
-            let stringEnd = min(end + 1, bytes.count)
-            output.append(contentsOf: bytes[index..<stringEnd])
-            let colon = skipSpace(stringEnd)
-            let key = String(decoding: bytes[min(index + 1, end)..<min(end, bytes.count)], as: UTF8.self)
-            index = stringEnd
-            guard colon < bytes.count, bytes[colon] == UInt8(ascii: ":"), hides(field: key) else { continue }
-            output.append(contentsOf: bytes[stringEnd...colon])
-            var value = skipSpace(colon + 1)
-            output.append(contentsOf: bytes[(colon + 1)..<value])
-            if value < bytes.count, bytes[value] == quote {
-                value += 1
-                while value < bytes.count && bytes[value] != quote { value += bytes[value] == backslash ? 2 : 1 }
-                value = min(value + 1, bytes.count)
             } else {
-                let stops: [UInt8] = [UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x0A, 0x0D]
-                while value < bytes.count && !stops.contains(bytes[value]) { value += 1 }
+                out.append(byte)
             }
-            output.append(contentsOf: Array("\"***\"".utf8))
-            index = value
+            index += 1
         }
-        return String(decoding: output, as: UTF8.self)
+        return out
+    }
+
+    /// Masks the values of hidden keys in JSON or JSON-like text (see ``JSONFieldScanner``).
+    func redact(jsonLike text: String) -> String {
+        String(decoding: JSONFieldScanner(bytes: Array(text.utf8)).masking(where: hides(field:), mask: Array("***".utf8)), as: UTF8.self)
     }
 
     /// The secret values a request carries, so they can be scrubbed from echoes: hidden
     /// headers (the whole value and, after a scheme such as `Bearer`, the credential alone; each
-    /// cookie's value), the URL's user and password, and the values of hidden query items and
-    /// form or JSON body fields.
+    /// cookie's value), the URL's user and password, the values of hidden query and fragment
+    /// items, and of hidden form fields, and every string and scalar under a hidden JSON key.
     func secretValues(in request: HTTPRequest) -> [String] {
         var values = request.headers.credentialValues(where: hides(header:))
-        if let components = URLComponents(url: request.url, resolvingAgainstBaseURL: false) {
-            values += [components.user, components.password].compactMap { $0 }
-            for item in components.queryItems ?? [] where hides(field: item.name) { values += item.value.map { [$0] } ?? [] }
+        let url = Array(request.url.absoluteString.utf8)[...]
+        values += Self.userInfo(of: url)
+        var items: [ArraySlice<UInt8>] = []
+        let hash = url.firstIndex(of: UInt8(ascii: "#"))
+        let beforeFragment = hash.map { url[..<$0] } ?? url
+        if let question = beforeFragment.firstIndex(of: UInt8(ascii: "?")) { items.append(beforeFragment[(question + 1)...]) }
+        if let hash {
+            let fragment = url[(hash + 1)...]
+            items.append(fragment.firstIndex(of: UInt8(ascii: "?")).map { fragment[($0 + 1)...] } ?? fragment)
         }
         if let body = request.body, body.count <= 1 << 20 {
-            let text = String(decoding: body, as: UTF8.self)
-            for pair in text.split(separator: "&") {
-                let parts = pair.split(separator: "=", maxSplits: 1)
-                if parts.count == 2, hides(field: Self.formDecoded(String(parts[0]))) {
-                    values.append(Self.formDecoded(String(parts[1])))
-                }
-            }
-            if let json = try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed]) {
-                collect(json, into: &values)
+            let bytes = Array(body)
+            items.append(bytes[...])
+            values += JSONFieldScanner(bytes: bytes).hiddenLeaves(where: hides(field:))
+        }
+        for list in items {
+            for pair in list.split(separator: UInt8(ascii: "&")) {
+                guard let equals = pair.firstIndex(of: UInt8(ascii: "=")),
+                    hides(field: String(decoding: Self.formDecoded(pair[..<equals]), as: UTF8.self))
+                else { continue }
+                values.append(String(decoding: Self.formDecoded(pair[(equals + 1)...]), as: UTF8.self))
             }
         }
-        return values.filter { $0.count >= 4 }
+        return values.filter { $0.utf8.count >= 4 }
     }
 
-    private func collect(_ value: Any, into values: inout [String]) {
-        if let object = value as? [String: Any] {
-            for (key, value) in object {
-                if hides(field: key), let text = value as? String { values.append(text) } else { collect(value, into: &values) }
-            }
-        } else if let array = value as? [Any] {
-            for element in array { collect(element, into: &values) }
+    /// The decoded user and password of a URL's authority.
+    private static func userInfo(of url: ArraySlice<UInt8>) -> [String] {
+        guard let schemeEnd = url.firstRange(of: Array("://".utf8)) else { return [] }
+        let rest = url[schemeEnd.upperBound...]
+        let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+            ?? rest.endIndex
+        guard let at = rest[..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) else { return [] }
+        return rest[..<at].split(separator: UInt8(ascii: ":"), maxSplits: 1).map {
+            String(decoding: formDecodedKeepingPlus($0), as: UTF8.self)
         }
+    }
+
+    private static func formDecodedKeepingPlus(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
+        // In user info `+` is itself; decode only the escapes.
+        var parts: [[UInt8]] = []
+        for piece in bytes.split(separator: UInt8(ascii: "+"), omittingEmptySubsequences: false) { parts.append(formDecoded(piece)) }
+        return Array(parts.joined(separator: [UInt8(ascii: "+")]))
     }
 }
 
@@ -278,6 +248,8 @@ extension HTTPRequest {
 
     /// `'text'`, with each `'` written as `'\''`.
     static func shellQuote(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
+        var quoted = "'"
+        for character in text { if character == "'" { quoted += #"'\''"# } else { quoted.append(character) } }
+        return quoted + "'"
     }
 }

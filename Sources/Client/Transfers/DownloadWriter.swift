@@ -245,10 +245,7 @@ final class DownloadWriter: ResponseBodyTaker {
 
     /// The first byte's offset in a `Content-Range: bytes a-b/n` header.
     static func rangeStart(_ header: String?) -> Int64? {
-        guard let header, header.lowercased().hasPrefix("bytes ") else { return nil }
-        let spec = header.dropFirst(6)
-        guard let dash = spec.firstIndex(of: "-") else { return nil }
-        return Int64(spec[..<dash].trimmingCharacters(in: .whitespaces))
+        header.flatMap(ContentRange.init)?.first
     }
 
     private struct SavedInfo: Codable {
