@@ -32,12 +32,17 @@ let package = Package(
             path: "Sources/Demo", swiftSettings: strictSettings),
         // Test support (not a product): starts the loopback server in Tests/Server.
         .target(name: "ConveyorTestSupport", path: "Tests/Support", swiftSettings: strictSettings),
+        // The oracles of the fuzz targets (not a product): FuzzTesting/ runs them under libFuzzer,
+        // the test suite replays the committed corpus through them.
+        .target(
+            name: "ConveyorFuzzChecks", dependencies: ["ConveyorPipeline", "ConveyorBehaviors"],
+            path: "Tests/FuzzChecks", swiftSettings: strictSettings),
         .testTarget(
             name: "ConveyorPipelineTests", dependencies: ["ConveyorPipeline", "ConveyorTesting", "ConveyorTestSupport"],
             path: "Tests/ConveyorPipelineTests", swiftSettings: strictSettings),
         .testTarget(
             name: "ConveyorBehaviorsTests",
-            dependencies: ["ConveyorBehaviors", "Conveyor", "ConveyorTesting", "ConveyorTestSupport"],
+            dependencies: ["ConveyorBehaviors", "Conveyor", "ConveyorTesting", "ConveyorTestSupport", "ConveyorFuzzChecks"],
             path: "Tests/ConveyorBehaviorsTests", swiftSettings: strictSettings),
         .testTarget(
             name: "ConveyorTests", dependencies: ["Conveyor", "ConveyorTesting", "ConveyorTestSupport"],

@@ -121,8 +121,10 @@ public struct Redactor: Sendable {
         while cut > 0, cut < text.count, text[cut] & 0xC0 == 0x80 { cut -= 1 }
         var kept = Array(text[..<cut])
         kept.removeLast(scrubber.cutSecretLength(atEndOf: kept))
-        while let last = kept.last, last & 0xC0 == 0x80 || last >= 0xC0 { kept.removeLast() }
-        return String(decoding: scrubber.scrub(kept + Array("…".utf8)), as: UTF8.self)
+        // Decoded before the last scrub: a character the removal split becomes U+FFFD first, so
+        // nothing after the scrub can change what it saw.
+        let ending = Array(String(decoding: kept + Array("…".utf8), as: UTF8.self).utf8)
+        return String(decoding: scrubber.scrub(ending), as: UTF8.self)
     }
 
     /// Replaces every occurrence of each secret, in each encoding a server may echo it in, and

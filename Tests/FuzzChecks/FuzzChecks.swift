@@ -1,0 +1,308 @@
+import Foundation
+
+@testable import ConveyorBehaviors
+@testable import ConveyorPipeline
+
+/// One check per parser of outside bytes: each takes arbitrary bytes, runs the parser, and
+/// returns a description of what went wrong (an oracle that failed), or `nil`. A trap or a
+/// sanitizer report is a failure too, found by running the check.
+///
+/// The same checks run in two places: the libFuzzer targets in `FuzzTesting/` (one executable
+/// per check, which traps on a non-`nil` answer so that libFuzzer keeps the input), and the
+/// ordinary test suite, which replays every input committed under `FuzzTesting/Corpus/<name>/`.
+public enum FuzzChecks {
+    /// Every check by the name of its target and of its corpus folder.
+    public static let all: [(name: String, check: @Sendable ([UInt8]) -> String?)] = [
+        ("http-date", httpDate),
+        ("retry-after", retryAfter),
+        ("cache-control", cacheControl),
+        ("vary", vary),
+        ("content-range", contentRange),
+        ("content-type", contentType),
+        ("cache-entry", cacheEntry),
+        ("redactor", redactor),
+    ]
+
+    /// The check named `name`.
+    public static func check(named name: String) -> (@Sendable ([UInt8]) -> String?)? {
+        all.first { $0.name == name }?.check
+    }
+
+    // MARK: - Headers
+
+    /// An HTTP-date: any bytes give a date or `nil`; a date read back from its IMF-fixdate
+    /// form is the same date.
+    @Sendable public static func httpDate(_ bytes: [UInt8]) -> String? {
+        let now = Date(timeIntervalSince1970: 1_790_000_000)
+        guard let date = HTTPDate.parse(bytes: bytes[...], now: now) else { return nil }
+        let text = HTTPDate.format(date)
+        guard let again = HTTPDate.parse(text, now: now) else { return "\(date) formats as \(text), which does not parse" }
+        return again == date ? nil : "\(date) formats as \(text), which parses as \(again)"
+    }
+
+    /// `Retry-After`: a wait between zero and the longest Conveyor waits, or `nil`.
+    @Sendable public static func retryAfter(_ bytes: [UInt8]) -> String? {
+        guard let delay = RetryAfter.delay(from: String(decoding: bytes, as: UTF8.self), now: Date()) else { return nil }
+        return delay >= .zero && delay <= .conveyorMaximum ? nil : "a wait of \(delay)"
+    }
+
+    /// `Cache-Control`: lifetimes between 0 and 2^31.
+    @Sendable public static func cacheControl(_ bytes: [UInt8]) -> String? {
+        let control = CacheControl(parsing: String(decoding: bytes, as: UTF8.self))
+        for value in [control.maxAge, control.sharedMaxAge, control.minFresh].compactMap({ $0 })
+        where value < 0 || value > CacheControl.maximumDelta {
+            return "a lifetime of \(value)"
+        }
+        return nil
+    }
+
+    /// `Vary`: distinct, lowercased, non-empty names.
+    @Sendable public static func vary(_ bytes: [UInt8]) -> String? {
+        let text = String(decoding: bytes, as: UTF8.self)
+        let names = Vary.names(in: ["Vary": text, "vary": text])
+        guard Set(names).count == names.count else { return "duplicate names \(names)" }
+        if let bad = names.first(where: { $0.isEmpty || $0.utf8.contains { $0 >= 0x41 && $0 <= 0x5A } }) {
+            return "name \(bad.debugDescription)"
+        }
+        return nil
+    }
+
+    /// `Content-Range`: first ≤ last < complete length.
+    @Sendable public static func contentRange(_ bytes: [UInt8]) -> String? {
+        guard let range = ContentRange(String(decoding: bytes, as: UTF8.self)) else { return nil }
+        guard range.first >= 0, range.first <= range.last else { return "range \(range.first)-\(range.last)" }
+        if let length = range.completeLength, range.last >= length { return "last \(range.last) of \(length)" }
+        return nil
+    }
+
+    /// `Content-Type`: a non-empty, lowercased type and subtype.
+    @Sendable public static func contentType(_ bytes: [UInt8]) -> String? {
+        guard let type = MediaType(String(decoding: bytes, as: UTF8.self)) else { return nil }
+        guard !type.type.isEmpty, !type.subtype.isEmpty, type.type == type.type.lowercased(),
+            type.subtype == type.subtype.lowercased()
+        else { return "type \(type.type)/\(type.subtype)" }
+        _ = type.isJSON || type.isFormURLEncoded
+        return nil
+    }
+
+    // MARK: - Cache entries
+
+    /// A cache entry read from disk: the bytes get a valid checksum (so the structure behind it
+    /// is what is fuzzed); whatever decodes encodes back to the same entry.
+    @Sendable public static func cacheEntry(_ bytes: [UInt8]) -> String? {
+        var data = Data(CachedResponse.magic + [CachedResponse.formatVersion] + bytes)
+        withUnsafeBytes(of: FNV1a.hash(data).bigEndian) { data.append(contentsOf: $0) }
+        for candidate in [data, Data(bytes)] {
+            guard let entry = CachedResponse(encoded: candidate) else { continue }
+            guard let again = CachedResponse(encoded: entry.encoded()) else { return "a decoded entry does not decode again" }
+            if again != entry { return "an entry changed in a round trip" }
+        }
+        return nil
+    }
+
+    // MARK: - The redactor
+
+    /// The redactor against two oracles.
+    ///
+    /// 1. Structure: the input chooses a JSON document, a form body or a URL in which values
+    ///    under hidden names (escaped key names, whitespace and newlines between tokens,
+    ///    nesting, arrays, objects, fragments) hold a secret with `§` in it; no other text has a
+    ///    `§`. Without telling the redactor the secret, no `§` (in any spelling) may survive, at
+    ///    any preview limit.
+    /// 2. Known secrets: the input chooses a secret (any bytes) and a text with the secret
+    ///    spliced in as sent, percent-encoded or JSON-escaped; once the redactor knows the
+    ///    secret, neither it nor any 8-byte piece of it may survive.
+    @Sendable public static func redactor(_ bytes: [UInt8]) -> String? {
+        var input = FuzzInput(bytes)
+        let redactor = Redactor()
+        switch input.choose(3) {
+        case 0:
+            let (body, isForm) = structuredBody(&input)
+            let limit = 1 + input.choose(body.utf8.count + 16)
+            let preview = redactor.preview(
+                Data(body.utf8), contentType: isForm ? "application/x-www-form-urlencoded" : "application/json; charset=utf-8",
+                limit: limit)
+            return leaksMarker(preview) ? "a hidden value survived: \(body.debugDescription) gave \(preview.debugDescription)" : nil
+        case 1:
+            let url = structuredURL(&input)
+            guard let parsed = URL(string: url) else { return nil }
+            let shown = redactor.redact(parsed)
+            return leaksMarker(shown) ? "a hidden item survived: \(url) gave \(shown)" : nil
+        default:
+            let secret = String(decoding: input.bytes(4 + input.choose(40)), as: UTF8.self)
+            guard secret.utf8.count >= 4 else { return nil }
+            var text = String(decoding: input.bytes(input.choose(200)), as: UTF8.self)
+            for _ in 0..<(1 + input.choose(3)) {
+                let spelled: String
+                switch input.choose(3) {
+                case 0: spelled = secret
+                case 1: spelled = String(decoding: SecretScrubber.percentEncoded(Array(secret.utf8), allowed: SecretScrubber.isUnreserved, upper: true), as: UTF8.self)
+                default: spelled = jsonEscaped(secret)
+                }
+                let at = text.index(text.startIndex, offsetBy: input.choose(text.count + 1))
+                text.insert(contentsOf: spelled, at: at)
+            }
+            let scrubbed = redactor.scrub(text, [secret])
+            if let piece = survivingPiece(of: secret, in: scrubbed) {
+                return "\(piece.debugDescription) of secret \(secret.debugDescription) survived in \(scrubbed.debugDescription)"
+            }
+            let preview = redactor.preview(Data(text.utf8), contentType: "text/plain", limit: 1 + input.choose(text.utf8.count + 8), scrubbing: [secret])
+            if let piece = survivingPiece(of: secret, in: preview) {
+                return "\(piece.debugDescription) of secret \(secret.debugDescription) survived in preview \(preview.debugDescription)"
+            }
+            return nil
+        }
+    }
+
+    /// The marker every generated hidden value holds, and its spellings.
+    static let marker = "§"
+    /// Whether `text` holds the marker in any spelling the generator uses.
+    public static func leaksMarker(_ text: String) -> Bool {
+        let lower = text.lowercased()
+        return text.contains(marker) || lower.contains("%c2%a7") || lower.contains("\\u00a7")
+    }
+
+    /// The secret whole, JSON-escaped, or any 8-byte piece of it, if `text` still holds one.
+    static func survivingPiece(of secret: String, in text: String) -> String? {
+        let haystack = Array(text.utf8)
+        var needles = [Array(secret.utf8), Array(jsonEscaped(secret).utf8)]
+        let raw = Array(secret.utf8)
+        if raw.count > 8 { for start in 0...(raw.count - 8) { needles.append(Array(raw[start..<(start + 8)])) } }
+        for needle in needles where needle.count >= 4 && haystack.count >= needle.count {
+            for start in 0...(haystack.count - needle.count) where haystack[start..<(start + needle.count)].elementsEqual(needle) {
+                return String(decoding: needle, as: UTF8.self)
+            }
+        }
+        return nil
+    }
+
+    static func jsonEscaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    static let hiddenNames = ["access_token", "password", "Token", "client_secret", "API_KEY", "refresh_token", "Authorization"]
+    static let plainNames = ["id", "name", "note", "list", "nested", "data", "state"]
+    static let plainText = Array("abcXYZ 019-_./+=&?:,{}[]\"\\\n\té")
+    static let secretText = Array("Qz9-_./+= &%\"\\\né")
+    static let spaces = ["", " ", "\n", "\t", "\r\n", "  \n "]
+
+    static func plainValue(_ input: inout FuzzInput) -> String {
+        String((0..<input.choose(8)).map { _ in plainText[input.choose(plainText.count)] })
+    }
+
+    static func secretValue(_ input: inout FuzzInput) -> String {
+        var secret = String((0..<input.choose(12)).map { _ in secretText[input.choose(secretText.count)] })
+        secret.insert(contentsOf: marker, at: secret.index(secret.startIndex, offsetBy: input.choose(secret.count + 1)))
+        return secret
+    }
+
+    /// A key name spelled with JSON escapes in random places.
+    static func escapedKey(_ name: String, _ input: inout FuzzInput) -> String {
+        var out = ""
+        for scalar in name.unicodeScalars {
+            switch input.choose(4) {
+            case 0: out += String(format: "\\u%04x", scalar.value)
+            case 1: out += String(format: "\\u%04X", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    static func structuredBody(_ input: inout FuzzInput) -> (String, isForm: Bool) {
+        if input.choose(4) == 0 {
+            var pairs: [String] = []
+            for _ in 0..<(1 + input.choose(4)) {
+                if input.choose(2) == 0 {
+                    let name = hiddenNames[input.choose(hiddenNames.count)]
+                    let encodedName = name.utf8.map { byte in input.choose(3) == 0 ? String(format: "%%%02X", byte) : String(UnicodeScalar(byte)) }.joined()
+                    let value = SecretScrubber.percentEncoded(Array(secretValue(&input).utf8), allowed: SecretScrubber.isUnreserved, upper: input.choose(2) == 0)
+                    pairs.append(encodedName + "=" + String(decoding: value, as: UTF8.self))
+                } else {
+                    pairs.append(plainNames[input.choose(plainNames.count)] + "=" + String(decoding: SecretScrubber.percentEncoded(Array(plainValue(&input).utf8), allowed: SecretScrubber.isUnreserved, upper: true), as: UTF8.self))
+                }
+            }
+            return (pairs.joined(separator: "&"), true)
+        }
+        return (jsonValue(&input, depth: 0, hidden: false), false)
+    }
+
+    /// A JSON value; under a hidden key (`hidden`) every string holds the marker.
+    static func jsonValue(_ input: inout FuzzInput, depth: Int, hidden: Bool) -> String {
+        func space() -> String { spaces[input.choose(spaces.count)] }
+        let kind = depth > 3 ? input.choose(3) : input.choose(6)
+        switch kind {
+        case 0: return "\"" + jsonEscaped(hidden ? secretValue(&input) : plainValue(&input)) + "\""
+        case 1: return hidden ? "\"" + jsonEscaped(secretValue(&input)) + "\"" : String(input.choose(100_000))
+        case 2: return hidden ? "\"" + jsonEscaped(secretValue(&input)) + "\"" : ["true", "false", "null"][input.choose(3)]
+        case 3:
+            let elements = (0..<input.choose(4)).map { _ in space() + jsonValue(&input, depth: depth + 1, hidden: hidden) + space() }
+            return "[" + elements.joined(separator: ",") + "]"
+        default:
+            var members: [String] = []
+            for _ in 0..<input.choose(5) {
+                let isHidden = input.choose(2) == 0
+                let name = isHidden ? hiddenNames[input.choose(hiddenNames.count)] : plainNames[input.choose(plainNames.count)]
+                let key = "\"" + escapedKey(name, &input) + "\""
+                members.append(space() + key + space() + ":" + space() + jsonValue(&input, depth: depth + 1, hidden: hidden || isHidden) + space())
+            }
+            return "{" + members.joined(separator: ",") + "}"
+        }
+    }
+
+    static func structuredURL(_ input: inout FuzzInput) -> String {
+        func items() -> String {
+            (0..<(1 + input.choose(3))).map { _ in
+                if input.choose(2) == 0 {
+                    let value = SecretScrubber.percentEncoded(Array(secretValue(&input).utf8), allowed: SecretScrubber.isUnreserved, upper: input.choose(2) == 0)
+                    return hiddenNames[input.choose(hiddenNames.count)] + "=" + String(decoding: value, as: UTF8.self)
+                }
+                return plainNames[input.choose(plainNames.count)] + "=x"
+            }.joined(separator: "&")
+        }
+        var url = "https://app.example/cb"
+        if input.choose(2) == 0 { url += "?" + items() }
+        if input.choose(3) > 0 { url += "#" + (input.choose(2) == 0 ? "/route?" : "") + items() }
+        return url
+    }
+}
+
+/// Reads choices from fuzz input; when the bytes run out every choice is 0.
+public struct FuzzInput {
+    var bytes: [UInt8]
+    var offset = 0
+
+    public init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    /// A number in `0..<count` (0 when `count` is 0 or the input is used up).
+    mutating func choose(_ count: Int) -> Int {
+        guard count > 1 else { return 0 }
+        var value = 0
+        var range = 1
+        while range < count {
+            value = value << 8 | Int(next())
+            range <<= 8
+        }
+        return value % count
+    }
+
+    mutating func next() -> UInt8 {
+        guard offset < bytes.count else { return 0 }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in next() } }
+}
