@@ -19,14 +19,15 @@ let package = Package(
         .target(
             name: "ConveyorFuzzChecks", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/FuzzChecks", swiftSettings: strictSettings),
-        .executableTarget(name: "FuzzHTTPDate", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
-        .executableTarget(name: "FuzzRetryAfter", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
-        .executableTarget(name: "FuzzCacheControl", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
-        .executableTarget(name: "FuzzVary", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
-        .executableTarget(name: "FuzzContentRange", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
-        .executableTarget(name: "FuzzContentType", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
-        .executableTarget(name: "FuzzCacheEntry", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
-        .executableTarget(name: "FuzzRedactor", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
+        .target(name: "FuzzDriver", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzHTTPDate", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzRetryAfter", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzCacheControl", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzVary", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzContentRange", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzContentType", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzCacheEntry", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzRedactor", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -84,6 +84,30 @@ struct Strict: Decodable { var id: Int }
         return "Q" + String(middle) + "Z"
     }
 
+    /// A JSON body with the secret under `password`, with structure: the key spelled with
+    /// escapes, whitespace and newlines between tokens, the value in an array or an object,
+    /// the object nested in another.
+    static func structuredJSON(secret: String, _ rng: inout SplitMix64) -> String {
+        let spaces = ["", " ", "\n", "\t", "\r\n  "]
+        func space() -> String { spaces.randomElement(using: &rng) ?? "" }
+        let spellings = ["password", "\\u0070assword", "pass\\u0077ord", "PASSWORD", "Pass\\u0057oRD"]
+        let key = "\"" + (spellings.randomElement(using: &rng) ?? "password") + "\""
+        let value: String
+        switch Int.random(in: 0..<4, using: &rng) {
+        case 0: value = "\"\(secret)\""
+        case 1: value = "[" + space() + "\"x\"" + space() + "," + space() + "\"\(secret)\"" + space() + "]"
+        case 2: value = "{" + space() + "\"inner\"" + space() + ":" + space() + "\"\(secret)\"" + space() + "}"
+        default: value = "{\"a\":[1," + space() + "{\"b\":\"\(secret)\"}]}"
+        }
+        let document = "{" + space() + "\"user\"" + space() + ":" + space() + "\"ann\"" + space() + "," + space() + key + space()
+            + ":" + space() + value + space() + "}"
+        switch Int.random(in: 0..<3, using: &rng) {
+        case 0: return document
+        case 1: return "[" + space() + document + space() + "]"
+        default: return "{\"data\":" + space() + document + "}"
+        }
+    }
+
     @Test func noSecretReachesAnyRendering() async throws {
         var failures = 0
         for offset in 0..<Self.count {
@@ -100,7 +124,7 @@ struct Strict: Decodable { var id: Int }
 
     func hunt(seed: UInt64) async throws -> [String] {
         var rng = SplitMix64(state: seed)
-        let names = ["bearer", "custom", "apiKey", "marked", "cookie", "password", "query", "form", "json"]
+        let names = ["bearer", "custom", "apiKey", "marked", "cookie", "password", "query", "fragment", "form", "json"]
         var secrets: [String: String] = [:]
         for name in names { secrets[name] = Self.secret(&rng, length: Int.random(in: 10...24, using: &rng)) }
         func pick() -> Bool { Bool.random(using: &rng) }
@@ -117,7 +141,7 @@ struct Strict: Decodable { var id: Int }
         let spy = ContextSpy()
         let previewLimit = [0, 16, 40, 64, 100, 300, 5000].randomElement(using: &rng) ?? 64
         let transport = EchoingTransport(
-            status: status, secrets: placed.map(secret), cut: Int.random(in: 0...200, using: &rng))
+            status: status, secrets: placed.filter { $0 != "fragment" }.map(secret), cut: Int.random(in: 0...200, using: &rng))
         let customHeader = ["X-Auth-Token", "X-Session-\(Int.random(in: 1...999, using: &rng))"].randomElement(using: &rng) ?? "X-Auth-Token"
         let markedHeader = "X-Marked-\(Int.random(in: 1...999, using: &rng))"
         let client = NetworkClient(baseURL: base, transport: transport, configuration: .init(clock: ImmediateClock())) {
@@ -138,11 +162,12 @@ struct Strict: Decodable { var id: Int }
         if uses("form") {
             body = .form(["user": "ann", "password": secret("form")])
         } else if uses("json") {
-            body = .json(["user": "ann", "password": secret("json")])
+            body = .data(Data(Self.structuredJSON(secret: secret("json"), &rng).utf8), contentType: "application/json")
         } else {
             body = .none
         }
         let method: HTTPMethod = body.isNone ? .get : .post
+        let path = "/items"
 
         var renderings: [String] = []
         func render(_ value: Any, _ label: String) {
@@ -161,20 +186,20 @@ struct Strict: Decodable { var id: Int }
             switch kind {
             case 0:
                 let response = try await client.send(
-                    Request<HTTPResponse>(method: method, path: "/items", query: query, headers: headers, body: body))
+                    Request<HTTPResponse>(method: method, path: path, query: query, headers: headers, body: body))
                 // The response's own renderings (its headers printed on their own are the server's
                 // data, like its body).
                 render(response, "response")
             case 1:
                 let text = try await client.send(
-                    Request<String>(method: method, path: "/items", query: query, headers: headers, body: body))
+                    Request<String>(method: method, path: path, query: query, headers: headers, body: body))
                 _ = text  // the body itself: what the caller asked for, not a rendering
             case 2:
                 _ = try await client.send(
-                    Request<Data>(method: method, path: "/items", query: query, headers: headers, body: body))
+                    Request<Data>(method: method, path: path, query: query, headers: headers, body: body))
             default:
                 _ = try await client.send(
-                    Request<Strict>(method: method, path: "/items", query: query, headers: headers, body: body))
+                    Request<Strict>(method: method, path: path, query: query, headers: headers, body: body))
             }
         } catch {
             render(error, "error")
@@ -184,10 +209,19 @@ struct Strict: Decodable { var id: Int }
             if let response = error.response { render(response, "error response") }
         }
         let request = try client.makeHTTPRequest(
-            Request<Void>(method: method, path: "/items", query: query, headers: headers, body: body))
+            Request<Void>(method: method, path: path, query: query, headers: headers, body: body))
         render(request, "request")
         render(request.headers, "request headers")
         renderings.append("curl: \(request.curlCommand())")
+        if uses("fragment") {
+            // The OAuth implicit flow puts tokens in a callback URL's fragment.
+            let fragment = secret("fragment").addingPercentEncoding(withAllowedCharacters: strict) ?? ""
+            let callback = try #require(URL(string: "https://app.example/cb?x=1#access_token=\(fragment)&state=1"))
+            let callbackRequest = HTTPRequest(url: callback)
+            render(callbackRequest, "callback request")
+            renderings.append("callback curl: \(callbackRequest.curlCommand())")
+            renderings.append("callback redacted: \(Redactor().redact(callback))")
+        }
         if let context = spy.context.withLock({ $0 }) { render(context, "context") }
         renderings += sink.lines.withLock { $0 }.map { "log: \($0)" }
 

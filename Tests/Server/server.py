@@ -251,6 +251,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(200, {"ok": True})
             else:
                 self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
+        elif url.path == "/hostile":  # a response with hostile bytes in one header: hostile()
+            self.hostile(query.get("header", ["Date"])[0], int(query.get("variant", ["0"])[0]))
         elif url.path.startswith("/fault/"):
             self.fault(parts[1])
         elif url.path == "/stream":  # `bytes` bytes (default 1 GiB), written in 64 KiB chunks
@@ -462,6 +464,30 @@ class Handler(BaseHTTPRequestHandler):
                     sent += len(part)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client stopped reading: that is the point
+
+    # Header values no server should send, as raw bytes: a non-ASCII character inside an HTTP
+    # date (this ended the process through Foundation's DateFormatter on Linux), a non-ASCII
+    # value alone, invalid UTF-8, a no-break space after a date, Latin-1 text.
+    HOSTILE_VALUES = [
+        b"Sun\xdc\xb1, 06 Nov 1994 08:49:37 GMT",
+        b"Sun\xdc\xb1",
+        b"\xff\xfe\xc3(",
+        b"Sun, 06 Nov 2094 08:49:37 GMT\xc2\xa0",
+        b"\xe9t\xe9, 1",
+    ]
+
+    def hostile(self, header, variant):
+        """`header` set to HOSTILE_VALUES[variant], written as raw bytes. Retry-After comes with
+        a 503 (so a retry behavior reads it); the others with a cacheable 200."""
+        value = self.HOSTILE_VALUES[variant % len(self.HOSTILE_VALUES)]
+        status = b"503 Service Unavailable" if header == "Retry-After" else b"200 OK"
+        body = b'{"ok":true}'
+        head = b"HTTP/1.1 " + status + b"\r\n"
+        if header != "Content-Type":
+            head += b"Content-Type: application/json\r\n"
+        head += b"Cache-Control: max-age=60\r\n" + header.encode() + b": " + value + b"\r\n"
+        head += b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        self.wfile.write(head + (b"" if self.command == "HEAD" else body))
 
     def fault(self, kind):
         """Misbehaves on purpose; every branch ends the connection."""

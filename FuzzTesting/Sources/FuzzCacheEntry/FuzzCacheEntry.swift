@@ -1,10 +1,6 @@
-import ConveyorFuzzChecks
+import FuzzDriver
 
-/// libFuzzer's entry point: runs the "cache-entry" check on one input and traps when its oracle fails,
-/// so that libFuzzer keeps the input (see FuzzTesting/README.md).
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
-    let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
-    if let failure = FuzzChecks.check(named: "cache-entry")?(bytes) { fatalError("cache-entry: \(failure)") }
-    return 0
+/// The libFuzzer target for the "cache-entry" check (FuzzTesting/README.md).
+@main enum FuzzCacheEntry {
+    static func main() { runFuzzer(check: "cache-entry") }
 }

@@ -1,10 +1,6 @@
-import ConveyorFuzzChecks
+import FuzzDriver
 
-/// libFuzzer's entry point: runs the "content-type" check on one input and traps when its oracle fails,
-/// so that libFuzzer keeps the input (see FuzzTesting/README.md).
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
-    let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
-    if let failure = FuzzChecks.check(named: "content-type")?(bytes) { fatalError("content-type: \(failure)") }
-    return 0
+/// The libFuzzer target for the "content-type" check (FuzzTesting/README.md).
+@main enum FuzzContentType {
+    static func main() { runFuzzer(check: "content-type") }
 }

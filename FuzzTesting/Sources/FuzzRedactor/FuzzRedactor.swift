@@ -1,10 +1,6 @@
-import ConveyorFuzzChecks
+import FuzzDriver
 
-/// libFuzzer's entry point: runs the "redactor" check on one input and traps when its oracle fails,
-/// so that libFuzzer keeps the input (see FuzzTesting/README.md).
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzzOneInput(_ start: UnsafePointer<UInt8>?, _ count: Int) -> CInt {
-    let bytes = start.map { Array(UnsafeBufferPointer(start: $0, count: count)) } ?? []
-    if let failure = FuzzChecks.check(named: "redactor")?(bytes) { fatalError("redactor: \(failure)") }
-    return 0
+/// The libFuzzer target for the "redactor" check (FuzzTesting/README.md).
+@main enum FuzzRedactor {
+    static func main() { runFuzzer(check: "redactor") }
 }
