@@ -6,6 +6,7 @@
 //   swift run --package-path Benchmarks -c release cache-bench            (cached vs network GET over 127.0.0.1)
 //   swift run --package-path Benchmarks -c release transfer-bench         (1 GiB down and up vs curl over 127.0.0.1)
 //   swift run --package-path Benchmarks -c release concurrency-bench      (1/8/64 requests in flight, in memory)
+//   swift run --package-path Benchmarks -c release hostile-bench          (parsers at 1/16/64 KB of hostile input)
 import PackageDescription
 
 let package = Package(
@@ -57,6 +58,10 @@ let package = Package(
         .executableTarget(
             name: "concurrency-bench", dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/ConcurrencyBench"),
+        // Each parser of outside bytes at 1, 16 and 64 KB of hostile input (linear, not quadratic).
+        .executableTarget(
+            name: "hostile-bench", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
+            path: "Sources/HostileBench"),
         // One scenario N times, for valgrind's callgrind: instructions per request (instructions.sh).
         .executableTarget(
             name: "instruction-count",

@@ -185,11 +185,17 @@ public enum FuzzChecks {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            case _ where scalar.value < 0x20: out += "\\u" + hex4(scalar.value, upper: false)
             default: out.unicodeScalars.append(scalar)
             }
         }
         return out
+    }
+
+    /// Four hex digits (a UTF-16 unit below 0x10000).
+    static func hex4(_ value: UInt32, upper: Bool) -> String {
+        let digits = Array(upper ? "0123456789ABCDEF" : "0123456789abcdef")
+        return String((0..<4).map { digits[Int(value >> UInt32(12 - 4 * $0) & 0xF)] })
     }
 
     static let hiddenNames = ["access_token", "password", "Token", "client_secret", "API_KEY", "refresh_token", "Authorization"]
@@ -213,8 +219,8 @@ public enum FuzzChecks {
         var out = ""
         for scalar in name.unicodeScalars {
             switch input.choose(4) {
-            case 0: out += String(format: "\\u%04x", scalar.value)
-            case 1: out += String(format: "\\u%04X", scalar.value)
+            case 0: out += "\\u" + hex4(scalar.value, upper: false)
+            case 1: out += "\\u" + hex4(scalar.value, upper: true)
             default: out.unicodeScalars.append(scalar)
             }
         }
@@ -227,7 +233,9 @@ public enum FuzzChecks {
             for _ in 0..<(1 + input.choose(4)) {
                 if input.choose(2) == 0 {
                     let name = hiddenNames[input.choose(hiddenNames.count)]
-                    let encodedName = name.utf8.map { byte in input.choose(3) == 0 ? String(format: "%%%02X", byte) : String(UnicodeScalar(byte)) }.joined()
+                    let encodedName = name.utf8.map { byte in
+                        input.choose(3) == 0 ? "%" + hex4(UInt32(byte), upper: true).suffix(2) : String(UnicodeScalar(byte))
+                    }.joined()
                     let value = SecretScrubber.percentEncoded(Array(secretValue(&input).utf8), allowed: SecretScrubber.isUnreserved, upper: input.choose(2) == 0)
                     pairs.append(encodedName + "=" + String(decoding: value, as: UTF8.self))
                 } else {

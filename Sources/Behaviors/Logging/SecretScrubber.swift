@@ -170,7 +170,13 @@ struct SecretScrubber: Sendable {
     }
 
     private static func isSubDelimOrColonAt(_ byte: UInt8) -> Bool {
-        Array("!$&'()*+,;=:@".utf8).contains(byte)
+        switch byte {
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
+            UInt8(ascii: ")"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"),
+            UInt8(ascii: "="), UInt8(ascii: ":"), UInt8(ascii: "@"):
+            return true
+        default: return false
+        }
     }
 
     /// What Foundation's `urlQueryAllowed` leaves as it is.
@@ -217,29 +223,37 @@ struct SecretScrubber: Sendable {
     /// (`\n`, `\u0000`), `/` as it is or as `\/`, and (when there is non-ASCII text) every
     /// non-ASCII character as `\uXXXX` too.
     static func jsonEscaped(_ bytes: [UInt8]) -> [[UInt8]] {
+        let hex = Array("0123456789abcdef".utf8)
         func escape(slash: Bool, ascii: Bool) -> [UInt8] {
             var out: [UInt8] = []
             out.reserveCapacity(bytes.count + 8)
-            let hex = Array("0123456789abcdef".utf8)
             func unicode(_ unit: UInt16) {
-                out += Array("\\u".utf8)
-                for shift in stride(from: 12, through: 0, by: -4) { out.append(hex[Int(unit >> UInt16(shift) & 0xF)]) }
+                out += [UInt8(ascii: "\\"), UInt8(ascii: "u"), hex[Int(unit >> 12 & 0xF)], hex[Int(unit >> 8 & 0xF)],
+                    hex[Int(unit >> 4 & 0xF)], hex[Int(unit & 0xF)]]
             }
-            for scalar in String(decoding: bytes, as: UTF8.self).unicodeScalars {
-                switch scalar.value {
-                case 0x5C: out += Array("\\\\".utf8)
-                case 0x22: out += Array("\\\"".utf8)
-                case 0x2F where slash: out += Array("\\/".utf8)
-                case 0x0A: out += Array("\\n".utf8)
-                case 0x0D: out += Array("\\r".utf8)
-                case 0x09: out += Array("\\t".utf8)
-                case 0x08: out += Array("\\b".utf8)
-                case 0x0C: out += Array("\\f".utf8)
-                case 0..<0x20: unicode(UInt16(scalar.value))
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                switch byte {
+                case 0x5C: out += [0x5C, 0x5C]
+                case 0x22: out += [0x5C, 0x22]
+                case 0x2F where slash: out += [0x5C, 0x2F]
+                case 0x0A: out += [0x5C, UInt8(ascii: "n")]
+                case 0x0D: out += [0x5C, UInt8(ascii: "r")]
+                case 0x09: out += [0x5C, UInt8(ascii: "t")]
+                case 0x08: out += [0x5C, UInt8(ascii: "b")]
+                case 0x0C: out += [0x5C, UInt8(ascii: "f")]
+                case 0..<0x20: unicode(UInt16(byte))
                 case 0x80... where ascii:
-                    for unit in String(scalar).utf16 { unicode(unit) }
-                default: out += Array(String(scalar).utf8)
+                    // One UTF-8 sequence (the bytes are valid UTF-8: they came from a String).
+                    var end = index + 1
+                    while end < bytes.count, bytes[end] & 0xC0 == 0x80 { end += 1 }
+                    for unit in String(decoding: bytes[index..<end], as: UTF8.self).utf16 { unicode(unit) }
+                    index = end
+                    continue
+                default: out.append(byte)
                 }
+                index += 1
             }
             return out
         }
