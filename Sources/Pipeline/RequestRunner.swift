@@ -347,7 +347,7 @@ package struct RequestRunner: Sendable {
         return request.transfer?.retryForbiddenReason
     }
 
-    /// Calls the transport and checks the body's size.
+    /// Calls the transport and checks the response's framing (``FramingPolicy``) and the body's size.
     @inline(__always)
     func transportSend(_ request: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
         if !transportStreams && (request.bodyStream != nil || request.transfer != nil) {
@@ -359,6 +359,7 @@ package struct RequestRunner: Sendable {
         } catch {
             throw NetworkError(transportError: error)
         }
+        try FramingPolicy.check(received.headers)
         if let limit = request.maxResponseSize, received.body.count > limit { throw .responseTooLarge(limit: limit) }
         return received
     }
@@ -380,6 +381,7 @@ package struct RequestRunner: Sendable {
         } catch {
             throw NetworkError(transportError: error)
         }
+        try FramingPolicy.check(received.headers)
         if let limit = request.maxResponseSize, received.body.count > limit { throw .responseTooLarge(limit: limit) }
         received.request = request
         if let stream = request.bodyStream, let transfer, transfer.observesProgress {

@@ -126,8 +126,10 @@ public final class TransferHandler: Sendable {
     /// - Parameter head: The status and headers (its body is ignored).
     /// - Returns: Whether to hand the body to ``receive(_:)``; `false` to collect it into the
     ///   response as usual (a status the receiver does not want, such as an error page).
-    /// - Throws: A ``NetworkError`` that ends the attempt (a download's file cannot be written).
+    /// - Throws: A ``NetworkError`` that ends the attempt (a download's file cannot be written, or
+    ///   the head breaks the framing rules every transport is held to: ``MalformedResponse``).
     public func takesBody(of head: HTTPResponse) throws(NetworkError) -> Bool {
+        try FramingPolicy.check(head.headers)
         guard let taker else { return false }
         let taking = try taker.takesBody(of: head, attempt: attempt)
         let expected = head.headers["Content-Length"].flatMap { Int64($0) }

@@ -253,6 +253,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
         elif url.path == "/hostile":  # a response with hostile bytes in one header: hostile()
             self.hostile(query.get("header", ["Date"])[0], int(query.get("variant", ["0"])[0]))
+        elif url.path.startswith("/framing/"):  # a head that breaks a framing rule: framing()
+            self.framing(url.path[len("/framing/"):])
         elif url.path.startswith("/fault/"):
             self.fault(parts[1])
         elif url.path == "/stream":  # `bytes` bytes (default 1 GiB), written in 64 KiB chunks
@@ -488,6 +490,23 @@ class Handler(BaseHTTPRequestHandler):
         head += b"Cache-Control: max-age=60\r\n" + header.encode() + b": " + value + b"\r\n"
         head += b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
         self.wfile.write(head + (b"" if self.command == "HEAD" else body))
+
+    FRAMING = {
+        "two-lengths": [b"Content-Length: 2", b"Content-Length: 9"],
+        "same-lengths": [b"Content-Length: 2", b"Content-Length: 2"],
+        "bare-cr": [b"X-Odd: a\rb", b"Content-Length: 2"],
+        "nul": [b"X-Odd: a\x00b", b"Content-Length: 2"],
+        "latin1": [b"X-Odd: \xe9t\xe9", b"Content-Length: 2"],
+        "utf8": [b"X-Odd: \xdc\xb1 \xc3\xa9", b"Content-Length: 2"],
+        "plain": [b"X-Odd: fine", b"Content-Length: 2"],
+    }
+
+    def framing(self, kind):
+        """A 200 with body `ok` whose head is FRAMING[kind], as raw bytes; the connection closes."""
+        self.close_connection = True
+        lines = [b"HTTP/1.1 200 OK", b"Content-Type: text/plain", b"Connection: close"] + self.FRAMING[kind]
+        self.wfile.write(b"\r\n".join(lines) + b"\r\n\r\n" + (b"" if self.command == "HEAD" else b"ok"))
+        self.wfile.flush()
 
     def fault(self, kind):
         """Misbehaves on purpose; every branch ends the connection."""

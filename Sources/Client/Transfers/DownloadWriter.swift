@@ -107,7 +107,9 @@ final class DownloadWriter: ResponseBodyTaker {
         let headers = head.headers
         let etag = headers["ETag"].flatMap { $0.hasPrefix("W/") ? nil : $0 }
         let validator = etag ?? headers["Last-Modified"]
-        let ranges = headers["Accept-Ranges"]?.lowercased().contains("bytes") ?? false
+        let ranges = headers.values(for: "Accept-Ranges").contains { value in
+            HeaderBytes.listMembers(Array(value.utf8)[...]).contains { HeaderBytes.equalsIgnoringCase($0, "bytes") }
+        }
         let result = state.withLock { state -> Result<Bool, NetworkError> in
             do throws(NetworkError) {
                 if head.status == 206 && !state.callerRange {
