@@ -220,11 +220,11 @@ struct SecretScrubber: Sendable {
     }
 
     /// `bytes` as JSON encoders write them inside a string: `\\`, `\"`, control characters
-    /// (`\n`, `\u0000`), `/` as it is or as `\/`, and (when there is non-ASCII text) every
+    /// (`\n` or `\u000a`, `\u0000`), `/` as it is or as `\/`, and (when there is non-ASCII text) every
     /// non-ASCII character as `\uXXXX` too.
     static func jsonEscaped(_ bytes: [UInt8]) -> [[UInt8]] {
         let hex = Array("0123456789abcdef".utf8)
-        func escape(slash: Bool, ascii: Bool) -> [UInt8] {
+        func escape(slash: Bool, ascii: Bool, controlsAsUnicode: Bool = false) -> [UInt8] {
             var out: [UInt8] = []
             out.reserveCapacity(bytes.count + 8)
             func unicode(_ unit: UInt16) {
@@ -238,6 +238,7 @@ struct SecretScrubber: Sendable {
                 case 0x5C: out += [0x5C, 0x5C]
                 case 0x22: out += [0x5C, 0x22]
                 case 0x2F where slash: out += [0x5C, 0x2F]
+                case 0..<0x20 where controlsAsUnicode: unicode(UInt16(byte))
                 case 0x0A: out += [0x5C, UInt8(ascii: "n")]
                 case 0x0D: out += [0x5C, UInt8(ascii: "r")]
                 case 0x09: out += [0x5C, UInt8(ascii: "t")]
@@ -260,6 +261,10 @@ struct SecretScrubber: Sendable {
         var forms = [escape(slash: false, ascii: false), escape(slash: true, ascii: false)]
         if bytes.contains(where: { $0 >= 0x80 }) {
             forms += [escape(slash: false, ascii: true), escape(slash: true, ascii: true)]
+        }
+        if bytes.contains(where: { $0 < 0x20 }) {  // `\n` or `\u000a`: encoders differ
+            forms += [escape(slash: false, ascii: false, controlsAsUnicode: true),
+                escape(slash: false, ascii: true, controlsAsUnicode: true)]
         }
         return forms
     }
