@@ -164,11 +164,14 @@ struct Door: RequestBehavior {
         }
     }
 
-    @Test func cancellingOneCallerLeavesTheOthersTheirResponse() async throws {
+    @Test func cancellingACallerThatJoinedLeavesTheOthersTheSharedCall() async throws {
         let held = Stuck()
         let dedup = DeduplicationBehavior()
         let (client, mock) = setUp(dedup, held: held)
-        let tasks = (0..<3).map { _ in Task { await outcome { _ = try await client.send(Request<String>(path: "/movies")) } } }
+        // The leader first, then two callers that join its call.
+        var tasks = [Task { await outcome { _ = try await client.send(Request<String>(path: "/movies")) } }]
+        await dedup.calls.waitUntilWaiting(1)
+        tasks += (0..<2).map { _ in Task { await outcome { _ = try await client.send(Request<String>(path: "/movies")) } } }
         await dedup.calls.waitUntilWaiting(3)
         await held.entered(1)
         tasks[1].cancel()
@@ -178,6 +181,26 @@ struct Door: RequestBehavior {
         #expect(await tasks[0].value == "success")
         #expect(await tasks[2].value == "success")
         #expect(mock.requests.count == 1)
+    }
+
+    /// A flight never outlives its leader (whose deadline bounds it): when the leader leaves,
+    /// the call is cancelled and the earliest caller still waiting sends again.
+    @Test func cancellingTheLeaderSendsAgainForTheOthers() async throws {
+        let held = Stuck()
+        let dedup = DeduplicationBehavior()
+        let (client, mock) = setUp(dedup, held: held)
+        let leader = Task { await outcome { _ = try await client.send(Request<String>(path: "/movies")) } }
+        await dedup.calls.waitUntilWaiting(1)
+        let others = (0..<2).map { _ in Task { await outcome { _ = try await client.send(Request<String>(path: "/movies")) } } }
+        await dedup.calls.waitUntilWaiting(3)
+        await held.entered(1)
+        leader.cancel()
+        #expect(await leader.value == "cancelled")
+        await held.entered(2)  // the second send, with an earliest remaining caller's `next`
+        held.release()
+        #expect(await others[0].value == "success")
+        #expect(await others[1].value == "success")
+        #expect(mock.requests.count == 2)
     }
 
     @Test func cancellingEveryCallerCancelsTheCall() async throws {

@@ -10,13 +10,15 @@ import Testing
 final class Switchboard: Sendable {
     struct State {
         var parked: [String: (id: Int, continuation: UnsafeContinuation<MockTransport.Reply?, Never>)] = [:]
+        /// How many sends have parked in each slot so far.
+        var parks: [String: Int] = [:]
         var nextID = 0
-        var watchers: [(id: Int, ready: @Sendable (Set<String>) -> Bool, continuation: UnsafeContinuation<Void, Never>)] = []
+        var watchers: [(id: Int, ready: @Sendable (Set<String>, [String: Int]) -> Bool, continuation: UnsafeContinuation<Void, Never>)] = []
 
         mutating func readyWatchers() -> [UnsafeContinuation<Void, Never>] {
             let slots = Set(parked.keys)
-            let ready = watchers.filter { $0.ready(slots) }.map(\.continuation)
-            watchers.removeAll { $0.ready(slots) }
+            let ready = watchers.filter { $0.ready(slots, parks) }.map(\.continuation)
+            watchers.removeAll { $0.ready(slots, parks) }
             return ready
         }
     }
@@ -31,11 +33,17 @@ final class Switchboard: Sendable {
         }
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<MockTransport.Reply?, Never>) in
-                let (cancelled, ready) = state.withLock { state -> (Bool, [UnsafeContinuation<Void, Never>]) in
-                    if Task.isCancelled { return (true, []) }
+                let (cancelled, displaced, ready) = state.withLock {
+                    state -> (Bool, UnsafeContinuation<MockTransport.Reply?, Never>?, [UnsafeContinuation<Void, Never>]) in
+                    if Task.isCancelled { return (true, nil, []) }
+                    // A send still parked here was abandoned (its task cancelled, its handler not
+                    // yet run): it goes on, as cancelled, so that no task is left waiting.
+                    let displaced = state.parked[slot]?.continuation
                     state.parked[slot] = (id, continuation)
-                    return (false, state.readyWatchers())
+                    state.parks[slot, default: 0] += 1
+                    return (false, displaced, state.readyWatchers())
                 }
+                displaced?.resume(returning: nil)
                 ready.forEach { $0.resume() }
                 if cancelled { continuation.resume(returning: nil) }
             }
@@ -51,6 +59,9 @@ final class Switchboard: Sendable {
         }
     }
 
+    /// How many sends have parked in `slot` so far.
+    func parks(_ slot: String) -> Int { state.withLock { $0.parks[slot, default: 0] } }
+
     /// Lets the send parked in `slot` go on with `reply`.
     func release(_ slot: String, with reply: MockTransport.Reply) {
         let (parked, ready) = state.withLock { state -> (UnsafeContinuation<MockTransport.Reply?, Never>?, [UnsafeContinuation<Void, Never>]) in
@@ -64,6 +75,11 @@ final class Switchboard: Sendable {
     /// Suspends until the set of occupied slots satisfies `ready`, or the task is cancelled (the
     /// model and the behavior disagree, and the time limit ended the run).
     func waitUntil(_ ready: @escaping @Sendable (Set<String>) -> Bool) async {
+        await waitUntil { slots, _ in ready(slots) }
+    }
+
+    /// Suspends until the occupied slots and the count of parks per slot satisfy `ready`.
+    func waitUntil(_ ready: @escaping @Sendable (Set<String>, [String: Int]) -> Bool) async {
         let id = state.withLock { state in
             state.nextID += 1
             return state.nextID
@@ -71,7 +87,7 @@ final class Switchboard: Sendable {
         await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
                 let now = state.withLock { state -> Bool in
-                    if ready(Set(state.parked.keys)) || Task.isCancelled { return true }
+                    if ready(Set(state.parked.keys), state.parks) || Task.isCancelled { return true }
                     state.watchers.append((id, ready, continuation))
                     return false
                 }
@@ -99,8 +115,9 @@ struct ModelDoor: RequestBehavior {
 }
 
 /// "Attack your own claims": random arrivals, cancellations (leaders included, before or after
-/// their call reached the transport) and outcomes, checked against a small reference model of
-/// the behavior's rules.
+/// their call reached the transport: the flight goes with its leader and the earliest caller
+/// still waiting sends again) and outcomes, checked against a small reference model of the
+/// behavior's rules.
 @Suite struct DeduplicationModelTests {
     enum Phase: Equatable { case door, transport }
     struct Flight {
@@ -198,6 +215,18 @@ struct ModelDoor: RequestBehavior {
                     flights[path] = nil  // the last caller left: the call is cancelled
                     let (door, transport) = (slot(.door, path), slot(.transport, path))
                     await board.waitUntil { !$0.contains(door) && !$0.contains(transport) }
+                } else if let flight = flights[path], flight.leader == caller, let first = waiters[path]?.first {
+                    // The leader left: its flight is cancelled at once, wherever it is, and the
+                    // earliest caller still waiting sends again (no flight outlives its leader).
+                    flights[path] = Flight(leader: first, phase: .door)
+                    sends += 1
+                    let (door, transport) = (slot(.door, path), slot(.transport, path))
+                    let doorParks = board.parks(door) + 1
+                    let wasInTransport = flight.phase == .transport
+                    await board.waitUntil { slots, parks in
+                        parks[door, default: 0] >= doorParks && slots.contains(door)
+                            && (!wasInTransport || !slots.contains(transport))
+                    }
                 }
                 #expect(await task.value == "cancelled", "seed \(seed) caller \(caller)")
             case "open":
@@ -205,18 +234,12 @@ struct ModelDoor: RequestBehavior {
                 let path = atDoor[Int(random.next() % UInt64(atDoor.count))]
                 guard let flight = flights[path], let first = waiters[path]?.first else { return false }
                 board.release(slot(.door, path), with: .text("open"))
-                if waiters[path]?.contains(flight.leader) == true {
-                    flights[path]?.phase = .transport
-                    transportCalls += 1
-                    let transport = slot(.transport, path)
-                    await board.waitUntil { $0.contains(transport) }
-                } else {
-                    // The leader left: its `next` ends `.cancelled`; the earliest caller left sends again.
-                    flights[path] = Flight(leader: first, phase: .door)
-                    sends += 1
-                    let door = slot(.door, path)
-                    await board.waitUntil { $0.contains(door) }
-                }
+                // A leader that leaves takes its flight with it, so the leader is still here.
+                guard waiters[path]?.contains(flight.leader) == true, first >= 0 else { return false }
+                flights[path]?.phase = .transport
+                transportCalls += 1
+                let transport = slot(.transport, path)
+                await board.waitUntil { $0.contains(transport) }
             default:  // complete
                 let inTransport = flights.filter { $0.value.phase == .transport }.map(\.key).sorted()
                 let path = inTransport[Int(random.next() % UInt64(inTransport.count))]

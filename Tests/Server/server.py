@@ -253,6 +253,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
         elif url.path == "/hostile":  # a response with hostile bytes in one header: hostile()
             self.hostile(query.get("header", ["Date"])[0], int(query.get("variant", ["0"])[0]))
+        elif url.path == "/trickle":  # the whole response a byte at a time: trickle()
+            self.trickle(int(arg("bytes", "40")), float(arg("interval", "0.05")), arg("head", "1") == "1")
         elif url.path.startswith("/framing/"):  # a head that breaks a framing rule: framing()
             self.framing(url.path[len("/framing/"):])
         elif url.path.startswith("/fault/"):
@@ -490,6 +492,25 @@ class Handler(BaseHTTPRequestHandler):
         head += b"Cache-Control: max-age=60\r\n" + header.encode() + b": " + value + b"\r\n"
         head += b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
         self.wfile.write(head + (b"" if self.command == "HEAD" else body))
+
+    def trickle(self, size, interval, head):
+        """A cacheable 200 of `size` bytes, written one byte every `interval` seconds: the body
+        only, or (`head`) the status line and headers too. Stops when the client hangs up."""
+        self.close_connection = True
+        response = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nCache-Control: max-age=60\r\n"
+                    b"Content-Length: " + str(size).encode() + b"\r\n\r\n")
+        if not head:
+            self.wfile.write(response)
+            self.wfile.flush()
+            response = b""
+        response += b"x" * size
+        try:
+            for index in range(len(response)):
+                self.wfile.write(response[index:index + 1])
+                self.wfile.flush()
+                time.sleep(interval)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     FRAMING = {
         "two-lengths": [b"Content-Length: 2", b"Content-Length: 9"],

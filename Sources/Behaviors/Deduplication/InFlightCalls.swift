@@ -7,7 +7,9 @@ import ConveyorPipeline
 /// - A call runs in a task of its own with the `next` of the caller that started it (its
 ///   leader), so no caller's cancellation ends it for the others.
 /// - A caller whose task is cancelled (its step abandoned at its deadline, too) leaves at once
-///   with `.cancelled`; the last one to leave cancels the call and removes it.
+///   with `.cancelled`; the last one to leave cancels the call and removes it. When the leader
+///   leaves, its flight is cancelled and the earliest caller still waiting sends again: no flight
+///   outlives the deadline of the caller whose `next` it uses.
 /// - A call that ends is removed before its callers are resumed: a later caller sends again.
 /// - A call that ends with `.cancelled` was, as a rule, ended by its leader's `next` after the
 ///   leader left (a `next` whose step was abandoned reaches no transport). That `.cancelled` goes
@@ -152,17 +154,35 @@ final class InFlightCalls: Sendable, CustomReflectable {
         if orphaned { task.cancel() }
     }
 
-    /// A cancelled caller leaves; the last one to leave cancels the call and removes it.
+    /// A cancelled caller leaves; the last one to leave cancels the call and removes it. A leader
+    /// that leaves while others wait takes its flight with it: the flight is cancelled and the
+    /// earliest caller still waiting sends again with its own `next`. A flight therefore never
+    /// outlives its leader, whose deadline bounds it: a late caller never receives a response
+    /// that took longer than an attempt may (a trickling server cannot stretch a deadline
+    /// through a shared call).
     private func leave(_ key: CallKey, _ id: UInt64) {
-        let (waiter, orphaned) = state.withLock { state -> (Waiter?, Task<Void, Never>?) in
-            guard let caller = state.calls[key]?.callers.removeValue(forKey: id) else { return (nil, nil) }
+        let (waiter, orphaned, reissue) = state.withLock {
+            state -> (Waiter?, Task<Void, Never>?, (flight: UInt64, caller: Caller)?) in
+            guard let caller = state.calls[key]?.callers.removeValue(forKey: id) else { return (nil, nil, nil) }
             state.waiting -= 1
-            guard let call = state.calls[key], call.callers.isEmpty else { return (caller.continuation, nil) }
-            state.calls[key] = nil
-            return (caller.continuation, call.task)
+            guard let call = state.calls[key] else { return (caller.continuation, nil, nil) }
+            if call.callers.isEmpty {
+                state.calls[key] = nil
+                return (caller.continuation, call.task, nil)
+            }
+            guard call.leader == id, let (next, successor) = call.callers.min(by: { $0.key < $1.key }) else {
+                return (caller.continuation, nil, nil)
+            }
+            state.nextID += 1
+            state.sends += 1
+            state.calls[key]?.flight = state.nextID
+            state.calls[key]?.leader = next
+            state.calls[key]?.task = nil
+            return (caller.continuation, call.task, (state.nextID, successor))
         }
         orphaned?.cancel()
         waiter?.resume(returning: .failure(.cancelled))
+        if let reissue { launch(key, flight: reissue.flight, request: reissue.caller.request, next: reissue.caller.next) }
     }
 
     /// A flight ended: hand its outcome to every caller, or re-issue after a leader's `.cancelled`.
