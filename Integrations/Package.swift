@@ -58,6 +58,17 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strictSettings),
+        // The chaos soak (not a product): Tests/Server/chaos.py's misbehaviors against both
+        // transports, outside `swift test` (Docs/Reliability.md).
+        .executableTarget(
+            name: "chaos-soak",
+            dependencies: [
+                "ConveyorAsyncHTTPClient",
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Sources/ChaosSoak", swiftSettings: strictSettings),
         // The root package's test support (a symbolic link): starts Tests/Server/server.py, also linked.
         .target(name: "IntegrationsTestSupport", path: "Tests/Support", swiftSettings: strictSettings),
         .testTarget(

@@ -16,9 +16,12 @@
 ///
 /// So `addOperation` waits while ``limit`` operations are already queued. It is called on the
 /// work queue, so libcurl stops reading the socket, and TCP's own flow control slows the sender.
-/// The wait is bounded by ``longestWait`` per operation: a queued operation that itself waits for
-/// the work queue (a `cancel()` running elsewhere holds a lock that a completion on the delegate
-/// queue needs, and waits for the work queue) cannot deadlock the session; it only slows it.
+/// The wait is bounded by ``longestWait`` per operation, and there is none while a `cancel()` of
+/// one of the session's tasks is in progress: that `cancel()` holds a lock that a completion on
+/// the delegate queue needs, and waits for the work queue, so a work queue held back by a stalled
+/// delegate queue would only let it through 50 ms per chunk. Under load (eight 2 MiB responses
+/// over their size limit at once, the chaos soak) that stalled requests for more than 30 s; now
+/// the work queue runs freely until the cancel is through.
 ///
 /// Apple's URLSession has flow control of its own and does not need this; there the queue never
 /// waits.
@@ -33,6 +36,8 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
 
     private let condition = NSCondition()
     private var queued = 0
+    /// Cancels of the session's tasks in progress now.
+    private var cancelling = 0
     /// The dispatch queue the operations run on, which `underlyingQueue` does not retain.
     private let dispatchQueue: DispatchQueue
 
@@ -56,9 +61,9 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
     #if canImport(FoundationNetworking)
         override func addOperation(_ block: @escaping @Sendable () -> Void) {
             condition.lock()
-            if queued >= Self.limit {
+            if queued >= Self.limit, cancelling == 0 {
                 let deadline = Date(timeIntervalSinceNow: Self.longestWait)
-                while queued >= Self.limit, condition.wait(until: deadline) {}
+                while queued >= Self.limit, cancelling == 0, condition.wait(until: deadline) {}
             }
             queued += 1
             condition.unlock()
@@ -69,6 +74,21 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
                 block()
                 ticket.finish()
             }
+        }
+
+        /// A `cancel()` of one of the session's tasks starts: nothing waits until it ends.
+        func cancelStarted() {
+            condition.lock()
+            cancelling += 1
+            condition.broadcast()
+            condition.unlock()
+        }
+
+        /// The `cancel()` that ``cancelStarted()`` announced has returned.
+        func cancelEnded() {
+            condition.lock()
+            cancelling -= 1
+            condition.unlock()
         }
 
         fileprivate func finished() {

@@ -292,6 +292,11 @@ enum TaskCanceller {
         cancelQueue.async {
             #if canImport(FoundationNetworking)
                 if session.configuration.urlCache != nil { return }
+                // The delegate queue stops holding the work queue back until this is through
+                // (DelegateQueue): `cancel()` waits for the work queue while holding `completing`.
+                let delegateQueue = session.delegateQueue as? DelegateQueue
+                delegateQueue?.cancelStarted()
+                defer { delegateQueue?.cancelEnded() }
             #endif
             completing.withLock { ended in
                 if !ended { task.cancel() }

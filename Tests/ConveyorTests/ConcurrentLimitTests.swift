@@ -1,0 +1,42 @@
+import Conveyor
+import ConveyorTestSupport
+import Foundation
+import Testing
+
+/// Many responses over their size limit at once end promptly with `.responseTooLarge`. The chaos
+/// soak found that eight 2 MiB responses over a 1 MiB limit could stall URLSessionTransport for
+/// more than 30 s on Linux: each `cancel()` held a lock that the delegate queue needed while it
+/// waited for the work queue, which the stalled delegate queue let through 50 ms per chunk
+/// (DelegateQueue now stops holding the work queue back while a cancel is in progress).
+@Suite struct ConcurrentLimitTests {
+    @Test func eightResponsesOverTheirLimitAtOnceAllEndAsTooLarge() async throws {
+        await MemoryGate.shared.acquire()
+        do {
+            try await LocalServer.withServer { server in
+                // A 10 s timeout: a stalled cancel shows as `.timedOut` instead of `.responseTooLarge`.
+                let client = NetworkClient(
+                    baseURL: server.baseURL, transport: URLSessionTransport(),
+                    configuration: .init(timeout: .seconds(10), maxResponseSize: 1 << 20))
+                for _ in 0..<3 {
+                    let outcomes = await withTaskGroup(of: String.self) { group in
+                        for _ in 0..<8 {
+                            group.addTask {
+                                do throws(NetworkError) {
+                                    _ = try await client.send(Request<Data>(path: "/bytes", query: ["count": 4 << 20]))
+                                    return "success"
+                                } catch {
+                                    return error.caseName
+                                }
+                            }
+                        }
+                        return await group.reduce(into: [String]()) { $0.append($1) }
+                    }
+                    #expect(outcomes == Array(repeating: "responseTooLarge", count: 8), "\(outcomes)")
+                }
+            }
+        } catch {
+            Issue.record(error)
+        }
+        await MemoryGate.shared.release()
+    }
+}
