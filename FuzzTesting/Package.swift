@@ -18,7 +18,7 @@ let package = Package(
         // replays the corpus through.
         .target(
             name: "ConveyorFuzzChecks", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
-            path: "Sources/FuzzChecks", swiftSettings: strictSettings),
+            path: "Sources/FuzzChecks", swiftSettings: strictSettings + [.define("CONVEYOR_FUZZING")]),
         .target(name: "FuzzDriver", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzHTTPDate", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzRetryAfter", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),

@@ -1,7 +1,15 @@
 import Foundation
 
-@testable import ConveyorBehaviors
-@testable import ConveyorPipeline
+// In this package the checks use `package` declarations; FuzzTesting/ is another package, so
+// there they import the modules @testable (it builds them with -enable-testing and defines
+// CONVEYOR_FUZZING). A plain import here keeps `swift build -c release` of this package working.
+#if CONVEYOR_FUZZING
+    @testable import ConveyorBehaviors
+    @testable import ConveyorPipeline
+#else
+    import ConveyorBehaviors
+    import ConveyorPipeline
+#endif
 
 /// One check per parser of outside bytes: each takes arbitrary bytes, runs the parser, and
 /// returns a description of what went wrong (an oracle that failed), or `nil`. A trap or a

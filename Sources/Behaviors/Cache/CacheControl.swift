@@ -3,13 +3,13 @@ import ConveyorPipeline
 /// The `Cache-Control` directives the cache acts on (RFC 9111 §5.2), from every `Cache-Control`
 /// field of a request or a response. Unknown directives are ignored; names compare
 /// case-insensitively; a quoted value may contain commas.
-struct CacheControl: Sendable, Equatable {
+package struct CacheControl: Sendable, Equatable {
     /// `max-age`, in seconds. An invalid value (`max-age=soon`) reads as 0: stale, the safe side.
-    var maxAge: Int?
+    package var maxAge: Int?
     /// `s-maxage` (a shared cache's lifetime; here only a permission to store, RFC 9111 §3.5).
-    var sharedMaxAge: Int?
+    package var sharedMaxAge: Int?
     /// `min-fresh` (request): the response must stay fresh this many more seconds.
-    var minFresh: Int?
+    package var minFresh: Int?
     var noStore = false
     /// `no-cache`, qualified or not (the qualified form is treated as the unqualified one).
     var noCache = false
@@ -20,7 +20,7 @@ struct CacheControl: Sendable, Equatable {
     var onlyIfCached = false
 
     /// The largest delta-seconds RFC 9111 §1.2.2 asks a cache to keep (2^31).
-    static let maximumDelta = 2_147_483_648
+    package static let maximumDelta = 2_147_483_648
 
     init() {}
 
@@ -30,7 +30,7 @@ struct CacheControl: Sendable, Equatable {
     }
 
     /// The directives of one field value.
-    init(parsing value: String) { parse(value) }
+    package init(parsing value: String) { parse(value) }
 
     private mutating func parse(_ value: String) {
         do {

@@ -1,4 +1,4 @@
-import ConveyorPipeline
+package import ConveyorPipeline
 import Foundation
 
 /// A digest of the credential headers a request carries, so a stored response is used only for
@@ -16,9 +16,9 @@ enum CredentialFingerprint {
 }
 
 /// `Vary` (RFC 9111 §4.1).
-enum Vary {
+package enum Vary {
     /// The lowercased names every `Vary` field lists; `*` stays `*`.
-    static func names(in headers: HTTPHeaders) -> [String] {
+    package static func names(in headers: HTTPHeaders) -> [String] {
         var names: [String] = []
         var seen: Set<String> = []  // a set, not a scan of `names`: one 64 KB `Vary` stays linear
         for value in headers.values(for: "Vary") {

@@ -12,8 +12,8 @@ public import Foundation
 /// FNV-1a of every byte before it (it detects a damaged file; it is no protection against a
 /// forged one).
 extension CachedResponse {
-    static let magic: [UInt8] = Array("CNVC".utf8)
-    static let formatVersion: UInt8 = 1
+    package static let magic: [UInt8] = Array("CNVC".utf8)
+    package static let formatVersion: UInt8 = 1
 
     /// The response in the versioned byte format that ``init(encoded:)`` reads.
     public func encoded() -> Data {
@@ -82,8 +82,8 @@ extension CachedResponse {
 }
 
 /// 64-bit FNV-1a: a fast checksum, not a secure hash.
-enum FNV1a {
-    static func hash(_ bytes: some Sequence<UInt8>) -> UInt64 {
+package enum FNV1a {
+    package static func hash(_ bytes: some Sequence<UInt8>) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in bytes {
             hash ^= UInt64(byte)

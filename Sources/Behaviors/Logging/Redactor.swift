@@ -101,7 +101,7 @@ public struct Redactor: Sendable {
     /// It reads at most `limit` + 4 KiB of the body, whatever the body's size, and works over its
     /// bytes in linear time: JSON is read by a streaming scan of that prefix, never parsed into
     /// objects.
-    func preview(_ body: Data, contentType: String?, limit: Int, scrubbing secrets: [String] = []) -> String {
+    package func preview(_ body: Data, contentType: String?, limit: Int, scrubbing secrets: [String] = []) -> String {
         preview(body, contentType: contentType, limit: limit, scrubber: SecretScrubber(secrets: secrets))
     }
 
@@ -129,7 +129,7 @@ public struct Redactor: Sendable {
 
     /// Replaces every occurrence of each secret, in each encoding a server may echo it in, and
     /// every 8-byte piece of one, by `***`.
-    func scrub(_ text: String, _ secrets: [String]) -> String {
+    package func scrub(_ text: String, _ secrets: [String]) -> String {
         scrub(text, scrubber: SecretScrubber(secrets: secrets))
     }
 

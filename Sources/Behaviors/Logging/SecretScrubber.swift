@@ -11,7 +11,7 @@
 /// `*#~^|!` that no secret contains, so a mask can never be read as (part of) a secret. Every
 /// occurrence of a secret in the output would have to overlap a mask; a mask holds a byte no
 /// secret holds; so none is left.
-struct SecretScrubber: Sendable {
+package struct SecretScrubber: Sendable {
     /// Each secret in every encoding, longest first.
     let variants: [[UInt8]]
     /// The mask, three bytes.
@@ -160,7 +160,7 @@ struct SecretScrubber: Sendable {
         return variants.sorted { $0.count != $1.count ? $0.count > $1.count : $0.lexicographicallyPrecedes($1) }
     }
 
-    static func isUnreserved(_ byte: UInt8) -> Bool {
+    package static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {
         case 0x41...0x5A, 0x61...0x7A, 0x30...0x39, UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
             UInt8(ascii: "~"):
@@ -189,7 +189,7 @@ struct SecretScrubber: Sendable {
         isUnreserved(byte) || isSubDelimOrColonAt(byte) || byte == UInt8(ascii: "/")
     }
 
-    static func percentEncoded(_ bytes: [UInt8], allowed: (UInt8) -> Bool, upper: Bool) -> [UInt8] {
+    package static func percentEncoded(_ bytes: [UInt8], allowed: (UInt8) -> Bool, upper: Bool) -> [UInt8] {
         let digits = Array((upper ? "0123456789ABCDEF" : "0123456789abcdef").utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
