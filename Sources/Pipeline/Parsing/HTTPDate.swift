@@ -14,7 +14,8 @@ package import Foundation
 /// - the obsolete asctime form: `Sun Nov  6 08:49:37 1994`
 ///
 /// Names of days and months and `GMT` are case-sensitive (as the grammar says); leading and
-/// trailing spaces and tabs are ignored; the day name is not checked against the date.
+/// trailing spaces and tabs are ignored; the day name is not checked against the date; the year
+/// is 0001–9999 (the fuzz target found that year 0000 could not be written back).
 package enum HTTPDate {
     /// The date `text` names, or `nil` when it is not an HTTP-date.
     /// - Parameters:
@@ -103,7 +104,7 @@ package enum HTTPDate {
         guard t.count == 8, t[s + 2] == 0x3A, t[s + 5] == 0x3A,
             let hour = twoDigits(t[s..<(s + 2)]), let minute = twoDigits(t[(s + 3)..<(s + 5)]),
             let second = twoDigits(t[(s + 6)..<(s + 8)]),
-            hour < 24, minute < 60, second <= 60, day >= 1, day <= daysIn(month: month, year: year)
+            hour < 24, minute < 60, second <= 60, year >= 1, day >= 1, day <= daysIn(month: month, year: year)
         else { return nil }
         let days = daysFromCivil(year: year, month: month, day: day)
         return Date(timeIntervalSince1970: Double(days * 86_400 + hour * 3_600 + minute * 60 + second))
