@@ -30,6 +30,11 @@ let package = Package(
         .executableTarget(
             name: "ConveyorDemo", dependencies: ["Conveyor", "ConveyorTesting"],
             path: "Sources/Demo", swiftSettings: strictSettings),
+        // The child process of the transport conformance tests (not a product): one check per
+        // process, so a transport that traps fails one check instead of the test run.
+        .executableTarget(
+            name: "conformance-child", dependencies: ["Conveyor", "ConveyorTesting"],
+            path: "Tests/ConformanceChild", swiftSettings: strictSettings),
         // Test support (not a product): starts the loopback server in Tests/Server.
         .target(name: "ConveyorTestSupport", path: "Tests/Support", swiftSettings: strictSettings),
         // The oracles of the fuzz targets (not a product): FuzzTesting/ runs them under libFuzzer,

@@ -69,6 +69,15 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Sources/ChaosSoak", swiftSettings: strictSettings),
+        // The child process of the AsyncHTTPClient conformance tests (not a product).
+        .executableTarget(
+            name: "ahc-conformance-child",
+            dependencies: [
+                "ConveyorAsyncHTTPClient",
+                .product(name: "ConveyorTesting", package: "Conveyor"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Sources/ConformanceChild", swiftSettings: strictSettings),
         // The root package's test support (a symbolic link): starts Tests/Server/server.py, also linked.
         .target(name: "IntegrationsTestSupport", path: "Tests/Support", swiftSettings: strictSettings),
         .testTarget(

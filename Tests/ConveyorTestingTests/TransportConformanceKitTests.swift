@@ -1,3 +1,4 @@
+import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
@@ -64,11 +65,76 @@ import Testing
         #expect(fixed.description.contains("remove the mark"), "\(fixed)")
     }
 
+    /// In process: URLSession would end the process on the half-sent response (Linux).
     @Test func runAllReportsEveryCheckInOrder() async {
-        let outcomes = await TransportConformance.runAll(on: ErrorSwallowingTransport(inner: Self.healthy))
+        let outcomes = await TransportConformance.runAll(on: RefusingTransport())
         #expect(outcomes.map(\.check) == TransportConformance.Check.allCases)
-        #expect(outcomes.first { $0.check == .connectionRefused }?.isConforming == false)
-        #expect(outcomes.first { $0.check == .methods }?.isConforming == true)
+        #expect(outcomes.first { $0.check == .connectionRefused }?.isConforming == true)
+        #expect(outcomes.first { $0.check == .halfSentResponse }?.isConforming == true)
+        #expect(outcomes.first { $0.check == .methods }?.isConforming == false)
+    }
+
+    static let trap = "a deliberate trap for the conformance kit's tests"
+
+    func inChild(_ check: TransportConformance.Check, _ transport: String, _ issue: TransportConformance.KnownIssue?)
+        async throws -> TransportConformance.Outcome
+    {
+        let child = try #require(BuiltExecutable.url("conformance-child"))
+        let options = TransportConformance.Options(knownIssues: issue.map { [check: $0] } ?? [:])
+        return await TransportConformance.runInChildProcess(
+            check, executable: child, arguments: [transport], options: options)
+    }
+
+    @Test func aChildThatTrapsFailsItsCheckWithTheSignalAndTheFatalError() async throws {
+        let outcome = try await inChild(.methods, "trapping", nil)
+        let message = failure(outcome) ?? ""
+        #expect(message.contains("ended with signal"), "\(outcome)")
+        #expect(message.contains(Self.trap), "\(outcome)")
+    }
+
+    @Test func aTrapMarkMatchesThatTrapAndNothingElse() async throws {
+        let marked = TransportConformance.KnownIssue(reason: "traps", reference: "test#2", trap: Self.trap)
+        let shows = try await inChild(.methods, "trapping", marked)
+        guard case .knownIssue(marked, let observed) = shows.status else {
+            Issue.record("expected the known trap, got \(shows)")
+            return
+        }
+        #expect(observed.contains("signal"))
+
+        let other = TransportConformance.KnownIssue(reason: "traps", reference: "test#3", trap: "another fatal error")
+        let mismatch = try await inChild(.methods, "trapping", other)
+        #expect(failure(mismatch)?.contains("this is not it") == true, "\(mismatch)")
+
+        // A failure that is not a trap does not match a trap mark either.
+        let swallowed = await TransportConformance.run(
+            .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy),
+            options: .init(knownIssues: [.closeMidBody: marked]))
+        #expect(failure(swallowed)?.contains("this is not it") == true, "\(swallowed)")
+    }
+
+    @Test func aTrapMarkThatNoLongerTrapsAsksToRemoveTheMark() async throws {
+        let marked = TransportConformance.KnownIssue(reason: "used to trap", reference: "test#4", trap: Self.trap)
+        let fixed = try await inChild(.methods, "urlsession-ephemeral", marked)
+        #expect(fixed.status == .knownIssueFixed(marked), "\(fixed)")
+        #expect(!fixed.isConforming)
+    }
+
+    @Test func aChildThatCannotStartIsSkippedNotPassed() async {
+        let outcome = await TransportConformance.runInChildProcess(
+            .methods, executable: URL(fileURLWithPath: "/nonexistent/conformance-child"))
+        guard case .skipped(let reason) = outcome.status else {
+            Issue.record("expected skipped, got \(outcome)")
+            return
+        }
+        #expect(reason.contains("could not start"))
+        #expect(!outcome.isConforming)
+    }
+}
+
+/// Refuses every connection.
+struct RefusingTransport: HTTPTransport {
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        throw URLError(.cannotConnectToHost)
     }
 }
 

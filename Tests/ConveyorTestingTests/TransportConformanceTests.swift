@@ -17,8 +17,16 @@ enum FoundationNetworkingIssues {
         static let every: [Check: KnownIssue] = [
             .statusCodes: KnownIssue(
                 reason: "the body of a 3xx that is not followed (301 without Location) is dropped",
-                reference: "swift-corelibs-foundation HTTPURLProtocol; no upstream issue found; Docs/Reliability.md")
+                reference: "swift-corelibs-foundation HTTPURLProtocol; no upstream issue found; Docs/Reliability.md"),
+            .halfSentResponse: halfSent,
+            .closeMidHeaders: halfSent,
         ]
+        /// A connection that closes after the status line (or mid-headers) ends the process.
+        /// Marked for the toolchains that trap; a newer one that does not reports the mark as fixed.
+        static let halfSent = KnownIssue(
+            reason: "FoundationNetworking traps when a connection closes before the end of the response head",
+            reference: "swift-corelibs-foundation#5285, fixed by PR #5286",
+            trap: "Transfer completed, but there's no response.")
         /// A plain session: URLSessionTransport puts the body back in its redirect delegate.
         static let redirectBody: [Check: KnownIssue] = [
             .redirectMethods: KnownIssue(
@@ -66,52 +74,50 @@ let plainSessionLimits: [Check: KnownIssue] = [
 /// client hangs up, so a generous bound still tells a prompt transport from one that never ends.
 let promptness: Duration = .seconds(30)
 
-/// Runs a check while holding `MemoryGate`: checks move up to 64 MiB, and tests that measure the
-/// process's memory must not count that.
-func exclusively(_ body: () async -> TransportConformance.Outcome) async -> TransportConformance.Outcome {
-    await MemoryGate.shared.acquire()
-    let outcome = await body()
-    await MemoryGate.shared.release()
-    return outcome
-}
-
 /// Checks whose known issue does not show in every run: fixed or not, the outcome is accepted.
 func expectConforming(_ outcome: TransportConformance.Outcome, intermittent: Set<Check> = []) {
     if case .knownIssueFixed = outcome.status, intermittent.contains(outcome.check) { return }
     #expect(outcome.isConforming, "\(outcome)")
 }
 
+/// Runs `check` in `conformance-child` (Tests/ConformanceChild) against the transport `name`:
+/// FoundationNetworking ends the process on some responses, and that must fail one check, not
+/// the test run.
+func runInChild(_ check: Check, transport name: String, knownIssues: [Check: KnownIssue]) async
+    -> TransportConformance.Outcome?
+{
+    guard let child = BuiltExecutable.url("conformance-child") else {
+        Issue.record("conformance-child was not built next to the test binary")
+        return nil
+    }
+    return await TransportConformance.runInChildProcess(
+        check, executable: child, arguments: [name], options: .init(promptness: promptness, knownIssues: knownIssues))
+}
+
 /// One check at a time, as `runAll` does: 51 checks at once through three sessions (64 MiB
 /// transfers among them) starved FoundationNetworking's work queues, and 1 s timeouts did not fire
-/// within 11 s.
+/// within 11 s. Each check runs in a child process of its own.
 @Suite(.serialized) struct TransportConformanceTests {
-    static let transport = URLSessionTransport()
-    static let ephemeralTransport = URLSessionTransport(configuration: .ephemeral)
-    static let plainSession = URLSession(configuration: .ephemeral)
-
     @Test(arguments: Check.allCases)
-    func urlSessionTransportConforms(_ check: Check) async {
+    func urlSessionTransportConforms(_ check: Check) async throws {
         let issues = FoundationNetworkingIssues.every.merging(FoundationNetworkingIssues.lateCancel) { a, _ in a }
-        let outcome = await exclusively { await TransportConformance.run(
-            check, on: Self.transport, options: .init(promptness: promptness, knownIssues: issues)) }
+        let outcome = try #require(await runInChild(check, transport: "urlsession", knownIssues: issues))
         expectConforming(outcome, intermittent: Set(FoundationNetworkingIssues.lateCancel.keys))
     }
 
     @Test(arguments: Check.allCases)
-    func ephemeralURLSessionTransportConforms(_ check: Check) async {
+    func ephemeralURLSessionTransportConforms(_ check: Check) async throws {
         let issues = FoundationNetworkingIssues.every.merging(FoundationNetworkingIssues.lateCancel) { a, _ in a }
-        let outcome = await exclusively { await TransportConformance.run(
-            check, on: Self.ephemeralTransport, options: .init(promptness: promptness, knownIssues: issues)) }
+        let outcome = try #require(await runInChild(check, transport: "urlsession-ephemeral", knownIssues: issues))
         expectConforming(outcome, intermittent: Set(FoundationNetworkingIssues.lateCancel.keys))
     }
 
     @Test(arguments: Check.allCases)
-    func plainURLSessionConformsApartFromItsDocumentedLimits(_ check: Check) async {
+    func plainURLSessionConformsApartFromItsDocumentedLimits(_ check: Check) async throws {
         let issues = FoundationNetworkingIssues.every.merging(plainSessionLimits) { a, _ in a }
             .merging(FoundationNetworkingIssues.redirectBody) { a, _ in a }
             .merging(FoundationNetworkingIssues.cachedSessionCancel) { a, _ in a }
-        let outcome = await exclusively { await TransportConformance.run(
-            check, on: Self.plainSession, options: .init(promptness: promptness, knownIssues: issues)) }
+        let outcome = try #require(await runInChild(check, transport: "plain-session", knownIssues: issues))
         expectConforming(outcome)
     }
 }

@@ -49,13 +49,9 @@ let assertsMemory = isLinux && ProcessInfo.processInfo.environment["TSAN_OPTIONS
         }
     }
 
-    @Test(.disabled(if: isLinux, "swift-corelibs-foundation#5285: FoundationNetworking traps (fatalError) when a server closes mid-headers; fixed upstream by PR #5286"))
-    func aConnectionClosedMidHeadersIsATransportFailure() async throws {
-        try await LocalServer.withServer { server in
-            let error = await failure("/fault/midheaders", on: server)
-            #expect(error != nil)
-        }
-    }
+    // A connection closed mid-headers (and right after the status line) is the conformance
+    // kit's `closeMidHeaders` and `halfSentResponse`, run in a child process: on Linux,
+    // FoundationNetworking ends the process there (swift-corelibs-foundation#5285).
 
     @Test func aContentLengthShorterThanTheBodyGovernsWhatIsRead() async throws {
         try await LocalServer.withServer { server in

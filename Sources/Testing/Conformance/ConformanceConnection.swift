@@ -17,6 +17,16 @@ import Foundation
     /// | `/garbage` | bytes that are not HTTP, then the server closes |
     /// | `/stall` | nothing, until the client hangs up |
     /// | `/stall-body` | 200 headers with `Content-Length: 1000`, then nothing until the client hangs up |
+    /// | `/close-at-once` | nothing; the server closes |
+    /// | `/half-sent` | the status line `HTTP/1.1 200 OK`, then the server closes |
+    /// | `/close-mid-headers` | the status line and half a header field, then the server closes |
+    /// | `/two-lengths` | `Content-Length: 2` and `Content-Length: 9`, then 9 bytes |
+    /// | `/bad-chunk` | a chunked body whose first chunk size is `zz` |
+    /// | `/control-bytes?kind=cr\|nul` | a 200 whose `X-Odd` value holds a bare CR or a NUL |
+    /// | `/utf8-header` | a 200 whose `X-Odd` value is valid UTF-8 beyond ASCII |
+    /// | `/huge-headers` | a 200 with 1 MiB of header fields |
+    /// | `/not-modified` | a 304 although the request had no validator |
+    /// | `/trickle-headers` | the response head one byte every 50 ms, until the client hangs up |
     /// | anything else | 404 |
     ///
     /// Every answer has `Cache-Control: no-store`, so a session's cache never answers for the server.
@@ -254,7 +264,49 @@ import Foundation
                 if send(head) { drainUntilClosed() }
                 return false
             default:
-                return reply(404, body: Data("not found".utf8), to: request)
+                return misbehave(request) ?? reply(404, body: Data("not found".utf8), to: request)
+            }
+        }
+
+        /// The misbehaviors of a hostile server; `nil` for a path that is not one.
+        private func misbehave(_ request: ConformanceRequest) -> Bool? {
+            switch request.path {
+            case "/close-at-once":
+                return false
+            case "/half-sent":
+                _ = send("HTTP/1.1 200 OK\r\n")
+                return false
+            case "/close-mid-headers":
+                _ = send("HTTP/1.1 200 OK\r\nContent-Type: text/pl")
+                return false
+            case "/two-lengths":
+                _ = send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 9\r\n\r\n123456789")
+                return false
+            case "/bad-chunk":
+                _ = send("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n")
+                return false
+            case "/control-bytes":
+                let odd: [UInt8] = request.query["kind"] == "nul" ? [0x61, 0x00, 0x62] : [0x61, 0x0D, 0x62]
+                let head = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Odd: ".utf8) + odd + Array("\r\n\r\nok".utf8)
+                _ = send(head)
+                return false
+            case "/utf8-header":
+                return reply(200, body: Data("ok".utf8), [("X-Odd", ConformancePattern.utf8Value)], to: request)
+            case "/huge-headers":
+                let line = "X-Pad: " + String(repeating: "p", count: 1016) + "\r\n"
+                let block = String(repeating: line, count: 1024)
+                _ = send("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n" + block + "\r\nok")
+                return false
+            case "/not-modified":
+                return reply(304, to: request)
+            case "/trickle-headers":
+                for byte in Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Slow: ".utf8) + Array(repeating: 0x61, count: 4096) {
+                    guard !server.isStopped, send([byte]) else { return false }
+                    usleep(50_000)
+                }
+                return false
+            default:
+                return nil
             }
         }
 
@@ -308,6 +360,8 @@ import Foundation
 /// repeated.
 enum ConformancePattern {
     static let period = 65521
+    /// The `X-Odd` value of `/utf8-header`: obs-text that is valid UTF-8.
+    static let utf8Value = "\u{0731} \u{00E9}"
 
     static let unit: Data = {
         var state: UInt64 = 0x9E37_79B9_7F4A_7C15

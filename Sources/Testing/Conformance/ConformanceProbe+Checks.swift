@@ -24,6 +24,16 @@ extension ConformanceProbe {
         case .garbageResponse: try await garbageResponse()
         case .stalledBody: try await timeout(path: "/stall-body", what: "response headers, then silence")
         case .connectionRefused: try await connectionRefused()
+        case .closeBeforeResponse: try await alwaysFails("/close-at-once", "a connection closed before any byte")
+        case .halfSentResponse: try await alwaysFails("/half-sent", "a status line, then the connection closed")
+        case .closeMidHeaders: try await alwaysFails("/close-mid-headers", "a connection closed mid-headers")
+        case .conflictingContentLength: try await alwaysFails("/two-lengths", "Content-Length 2 and 9")
+        case .badChunkSize: try await alwaysFails("/bad-chunk", "a chunk size that is not hexadecimal")
+        case .controlBytesInHeaders: try await controlBytesInHeaders()
+        case .nonASCIIHeader: try await nonASCIIHeader()
+        case .hugeHeaderBlock: try await hugeHeaderBlock()
+        case .unsolicitedNotModified: try await unsolicitedNotModified()
+        case .headerTrickle: try await timeout(path: "/trickle-headers", what: "the head one byte every 50 ms")
         }
     }
 

@@ -81,6 +81,31 @@ public enum TransportConformance {
         case stalledBody
         /// A port nothing listens on fails with ``Conveyor/NetworkError/connectionFailed(_:)``.
         case connectionRefused
+        /// A server that reads the request and closes without a byte: a failure every time.
+        case closeBeforeResponse
+        /// `HTTP/1.1 200 OK` and then a normal close: a failure every time, never a crash
+        /// (FoundationNetworking on Linux traps here: swift-corelibs-foundation#5285).
+        case halfSentResponse
+        /// The status line and half a header field, then a close: a failure every time.
+        case closeMidHeaders
+        /// Two `Content-Length` fields that disagree (RFC 9112 §6.3): a failure every time, from
+        /// the transport or from the framing policy ``Conveyor/NetworkClient`` applies.
+        case conflictingContentLength
+        /// A chunked body whose chunk size is not hexadecimal: a failure every time.
+        case badChunkSize
+        /// A header value with a bare CR, and one with a NUL (RFC 9112 §2.2, RFC 9110 §5.5): a
+        /// failure, or a value without the byte.
+        case controlBytesInHeaders
+        /// A header value that is valid UTF-8 beyond ASCII arrives byte for byte.
+        case nonASCIIHeader
+        /// 1 MiB of response header fields: a response or a transport error, with no hang.
+        case hugeHeaderBlock
+        /// A 304 to a request without a validator comes back as a 304 with no body (or a
+        /// transport error), with no hang.
+        case unsolicitedNotModified
+        /// The response head one byte every 50 ms, with a 1 s timeout: ``Conveyor/NetworkError/timedOut``
+        /// within the timeout plus ``Options/promptness``, and the connection closed.
+        case headerTrickle
 
         /// The check's name, for example `crossOriginRedirect`.
         public var description: String { rawValue }
@@ -119,19 +144,30 @@ public enum TransportConformance {
     ///     .cancellation: .init(reason: "a cancelled task keeps its connection", reference: "swift-corelibs-foundation#3296"),
     /// ])
     /// ```
+    ///
+    /// A bug that ends the process is marked with the text of its fatal error, and the check run
+    /// with ``TransportConformance/runInChildProcess(_:executable:arguments:options:)``: the mark
+    /// then matches that trap and nothing else.
     public struct KnownIssue: Sendable, Hashable, CustomStringConvertible {
         /// What goes wrong and why.
         public let reason: String
         /// Where it is tracked: an issue (`owner/repo#123`), a URL, or a documented limitation.
         public let reference: String
+        /// For a bug that ends the process: text its fatal error prints, for example
+        /// `Transfer completed, but there's no response.`. The check is then a known issue only
+        /// when a child process running it ends with a signal and its standard error contains
+        /// this text; any other failure fails the check. `nil` for a failure that is reported.
+        public let trap: String?
 
         /// Creates a known issue.
         /// - Parameters:
         ///   - reason: What goes wrong and why.
         ///   - reference: Where it is tracked.
-        public init(reason: String, reference: String) {
+        ///   - trap: For a bug that ends the process, text its fatal error prints.
+        public init(reason: String, reference: String, trap: String? = nil) {
             self.reason = reason
             self.reference = reference
+            self.trap = trap
         }
 
         /// `reason (reference)`.
@@ -202,13 +238,28 @@ public enum TransportConformance {
         -> Outcome
     {
         let found = await ConformanceCheck.run(check, on: transport, options: options)
-        guard let issue = options.knownIssues[check] else {
-            return Outcome(check: check, status: found.status, detail: found.detail)
-        }
-        switch found.status {
-        case .failed(let message):
+        return outcome(of: check, found, trapped: nil, options: options)
+    }
+
+    /// The outcome once the check's known issue, if any, is applied. `trapped` is the standard
+    /// error of a child process that ended with a signal.
+    static func outcome(of check: Check, _ found: ConformanceCheck.Found, trapped: String?, options: Options)
+        -> Outcome
+    {
+        let issue = options.knownIssues[check]
+        switch (found.status, issue) {
+        case (.failed(let message), let issue?):
+            guard let trap = issue.trap else {
+                return Outcome(check: check, status: .knownIssue(issue, observed: message), detail: found.detail)
+            }
+            guard let trapped, trapped.contains(trap) else {
+                return Outcome(
+                    check: check,
+                    status: .failed(message + " (the known issue is a trap that prints \"\(trap)\"; this is not it)"),
+                    detail: found.detail)
+            }
             return Outcome(check: check, status: .knownIssue(issue, observed: message), detail: found.detail)
-        case .passed:
+        case (.passed, let issue?):
             return Outcome(check: check, status: .knownIssueFixed(issue), detail: found.detail)
         default:
             return Outcome(check: check, status: found.status, detail: found.detail)
