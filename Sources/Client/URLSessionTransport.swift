@@ -79,6 +79,8 @@ public final class URLSessionTransport: HTTPTransport {
     /// - Returns: The response, whatever its status.
     /// - Throws: `URLError`, mapped by the client to ``NetworkError``.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        // The pipeline refuses such a method already; a direct caller gets the same answer.
+        guard request.method.isToken else { throw NetworkError.invalidRequest(HTTPMethod.notATokenReason(request.method)) }
         var hop = request
         var redirectsSoFar = 0
         // A streamed body is uploaded from a file: its own, or a temporary copy of parts or of a

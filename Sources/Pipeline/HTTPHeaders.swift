@@ -247,7 +247,7 @@ extension HTTPHeaders {
     // These run for every header of every attempt: they read a native string's bytes in place
     // (iterating its `UTF8View` costs several times more) and fall back to the view otherwise.
 
-    private static func isToken(_ string: String) -> Bool {
+    package static func isToken(_ string: String) -> Bool {
         string.utf8.withContiguousStorageIfAvailable { bytes in
             for byte in bytes where !isTokenByte(byte) { return false }
             return true
@@ -269,7 +269,7 @@ extension HTTPHeaders {
 
     /// RFC 9110 `tchar`: letters, digits and ``!#$%&'*+-.^_`|~``.
     @inline(__always)
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
+    package static func isTokenByte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."),

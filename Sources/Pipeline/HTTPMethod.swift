@@ -1,6 +1,9 @@
 /// An HTTP request method such as `GET` or `POST`.
 ///
-/// Methods are compared by their exact (case-sensitive) token, as RFC 9110 requires.
+/// Methods are compared by their exact (case-sensitive) token, as RFC 9110 requires. A method
+/// must be a token (RFC 9110 §9.1: letters, digits and ``!#$%&'*+-.^_`|~``, at least one): any
+/// other text (a space, CR, LF, an empty string) is refused before anything is sent, with
+/// ``NetworkError/invalidRequest(_:)``, on every transport.
 /// Use the static members for the common methods or a string literal for others:
 ///
 /// ```swift
@@ -43,6 +46,9 @@ public struct HTTPMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStr
     /// `CONNECT`
     public static let connect: HTTPMethod = "CONNECT"
 
+    /// Whether the method is an RFC 9110 token, so it can be sent as a request line's method.
+    package var isToken: Bool { !rawValue.isEmpty && HTTPHeaders.isToken(rawValue) }
+
     /// Whether RFC 9110 defines the method as idempotent
     /// (`GET`, `HEAD`, `PUT`, `DELETE`, `OPTIONS`, `TRACE`), so repeating it is safe.
     public var isIdempotent: Bool {
@@ -50,5 +56,10 @@ public struct HTTPMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStr
         case "GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE": true
         default: false
         }
+    }
+
+    /// Why a method is refused, without quoting it (it may hold anything).
+    package static func notATokenReason(_ method: HTTPMethod) -> String {
+        "the method (\(method.rawValue.utf8.count) bytes) is not an HTTP token (RFC 9110 §9.1)"
     }
 }

@@ -443,6 +443,7 @@ package struct RequestRunner: Sendable {
     /// character, naming the header and never quoting its value.
     @inline(__always)
     static func checkHeaders(of attempt: HTTPRequest) throws(NetworkError) {
+        guard attempt.method.isToken else { throw .invalidRequest(HTTPMethod.notATokenReason(attempt.method)) }
         guard let (name, failure) = attempt.headers.firstInvalidField() else { return }
         let printable = name.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "?" }.joined()
         switch failure {

@@ -112,6 +112,11 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     ///   `request`, as the pipeline sent it.
     /// - Throws: ``NetworkError``.
     public func send(_ request: Conveyor.HTTPRequest) async throws -> Conveyor.HTTPResponse {
+        // The pipeline refuses such a method already; a direct caller gets the same answer.
+        guard Self.isToken(request.method.rawValue) else {
+            throw NetworkError.invalidRequest(
+                "the method (\(request.method.rawValue.utf8.count) bytes) is not an HTTP token (RFC 9110 §9.1)")
+        }
         let timeout = (request.timeout ?? defaultTimeout).clampedToTimeAmount
         let deadline = NIODeadline.now() + timeout
         // AsyncHTTPClient's deadline ends the wait for the response's head, not for its body: the
@@ -271,5 +276,20 @@ extension Duration {
         guard seconds >= 0 else { return .zero }
         guard seconds < Int64.max / 1_000_000_000 - 1 else { return .nanoseconds(Int64.max / 2) }
         return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}
+
+extension AsyncHTTPClientTransport {
+    /// RFC 9110 §9.1: a method is a non-empty token (letters, digits and ``!#$%&'*+-.^_`|~``).
+    static func isToken(_ method: String) -> Bool {
+        !method.isEmpty
+            && method.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    true
+                default: "!#$%&'*+-.^_`|~".utf8.contains(byte)
+                }
+            }
     }
 }
