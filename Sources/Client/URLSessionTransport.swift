@@ -84,13 +84,17 @@ public final class URLSessionTransport: HTTPTransport {
         var hop = request
         var redirectsSoFar = 0
         // A streamed body is uploaded from a file: its own, or a temporary copy of parts or of a
-        // one-shot sequence (read once here, so redirects and the task reuse the copy).
+        // one-shot sequence (read once here, so redirects and the task reuse the copy). Parts that
+        // are all in memory (up to 8 MiB) are sent from memory: no copy on disk.
         var spilled: URL?
-        defer { if let spilled { try? FileManager.default.removeItem(at: spilled) } }
+        defer { if let spilled { unlink(spilled.path) } }
         var uploadFile: URL?
+        var uploadData: Data?
         if let stream = request.bodyStream {
             if let file = stream.singleFile {
                 uploadFile = file
+            } else if let whole = stream.inMemory(upTo: Self.inMemoryUploadLimit) {
+                uploadData = whole
             } else {
                 let copy = try await Self.spill(stream)
                 spilled = copy
@@ -104,7 +108,13 @@ public final class URLSessionTransport: HTTPTransport {
             let exchange: any TaskExchange
             let urlRequest = ConveyorClientSend.urlRequest(for: hop)
             let task =
-                uploadFile.map { session.uploadTask(with: urlRequest, fromFile: $0) } ?? session.dataTask(with: urlRequest)
+                if let uploadFile {
+                    session.uploadTask(with: urlRequest, fromFile: uploadFile)
+                } else if let uploadData {
+                    session.uploadTask(with: urlRequest, from: uploadData)
+                } else {
+                    session.dataTask(with: urlRequest)
+                }
             if let transfer = request.transfer, transfer.takesBodies {
                 exchange = StreamingExchange(
                     request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar)
@@ -136,14 +146,26 @@ public final class URLSessionTransport: HTTPTransport {
         }
     }
 
-    /// Writes a body stream to a temporary file, for an upload task to read.
+    /// Bodies of parts that are all in memory, up to this size, are uploaded from memory.
+    static let inMemoryUploadLimit = 8 << 20
+
+    /// The prefix of a temporary upload copy's name.
+    static let uploadCopyPrefix = "conveyor-upload-"
+
+    /// Writes a body stream to a temporary file, for an upload task to read. The file is created
+    /// with mode 0600 (readable by this user only, whatever the umask), exclusively (never an
+    /// existing file or a link planted under its name), and removed by the caller on every ending.
+    /// Copies a crashed process left behind are swept once per process, when they are over a day old.
     static func spill(_ stream: HTTPBodyStream) async throws(NetworkError) -> URL {
-        let url = FileManager.default.temporaryDirectory.appendingPathComponent("conveyor-upload-\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: url.path, contents: nil),
-            let handle = try? FileHandle(forWritingTo: url)
-        else {
+        _ = sweptOldCopies
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent(uploadCopyPrefix + UUID().uuidString)
+        let fd = url.withUnsafeFileSystemRepresentation { path in
+            path.map { open($0, O_WRONLY | O_CREAT | O_EXCL, 0o600) } ?? -1
+        }
+        guard fd >= 0 else {
             throw .fileFailed(file: url.lastPathComponent, underlying: FileProblem("the temporary copy could not be created"))
         }
+        let handle = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         defer { try? handle.close() }
         do throws(NetworkError) {
             try await stream.forEachChunk { chunk in
@@ -154,10 +176,33 @@ public final class URLSessionTransport: HTTPTransport {
                 }
             }
         } catch {
-            try? FileManager.default.removeItem(at: url)
+            unlink(url.path)
             throw error
         }
         return url
+    }
+
+    /// Removes upload copies over a day old from the temporary directory (a process that ended
+    /// mid-upload leaves its copy); runs once per process, on the first copy.
+    static let sweptOldCopies: Int = sweepUploadCopies(olderThan: 86_400)
+
+    /// Removes this user's upload copies older than `age` seconds; returns how many.
+    static func sweepUploadCopies(olderThan age: TimeInterval, now: Date = Date()) -> Int {
+        let directory = FileManager.default.temporaryDirectory
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return 0 }
+        var removed = 0
+        for name in names where name.hasPrefix(uploadCopyPrefix) {
+            let path = directory.appendingPathComponent(name).path
+            var info = stat()
+            guard lstat(path, &info) == 0, info.st_uid == getuid(), (info.st_mode & S_IFMT) == S_IFREG else { continue }
+            #if canImport(Darwin)
+                let modified = Date(timeIntervalSince1970: TimeInterval(info.st_mtimespec.tv_sec))
+            #else
+                let modified = Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec))
+            #endif
+            if now.timeIntervalSince(modified) > age, unlink(path) == 0 { removed += 1 }
+        }
+        return removed
     }
 
     /// `true`: bodies stream in both directions (see ``HTTPTransport/streamsBodies``). A file

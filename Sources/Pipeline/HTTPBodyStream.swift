@@ -171,6 +171,18 @@ public struct HTTPBodyStream: Sendable, Hashable, CustomStringConvertible {
         return nil
     }
 
+    /// The whole body, when every part is already in memory and together they are at most
+    /// `limit` bytes (a transport can send it as it is, without a temporary copy on disk).
+    package func inMemory(upTo limit: Int) -> Data? {
+        guard case .parts(let parts, let sizes) = source.kind, sizes.reduce(0, +) <= Int64(limit) else { return nil }
+        var whole = Data()
+        for part in parts {
+            guard case .data(let data) = part else { return nil }
+            whole.append(data)
+        }
+        return whole
+    }
+
     /// Whether this is a one-shot body that a reader has already started reading.
     package var wasReadOnce: Bool { !isReplayable && source.read.withLock { $0 } }
 
