@@ -26,9 +26,18 @@ public import ConveyorPipeline
 /// - A 307 or 308 redirect keeps the method and the body. On Linux, where FoundationNetworking
 ///   sends a redirected request without its body (swift-corelibs-foundation PR #2948), the
 ///   transport follows such a hop itself with a new data task, under the same rules.
-/// - On Linux the session gets no `URLCache` (the configuration is copied, its `urlCache` set to
-///   `nil`): with one, cancelling a task just after it starts can crash the process
-///   (swift-corelibs-foundation#3296). Cache responses with a behavior instead.
+/// - **It shares nothing with other sessions.** The configuration is copied and the copy gets no
+///   cookie storage, no `URLCache` and no credential storage, on every platform: the defaults are
+///   process-wide (`HTTPCookieStorage.shared`, `URLCache.shared`, `URLCredentialStorage.shared`),
+///   so one client's login would ride on another client's requests, and a cache below
+///   `CacheBehavior` would answer without the pipeline seeing it. Cache with `CacheBehavior`.
+///   (On Linux a `URLCache` also lets a
+///   cancellation crash the process: swift-corelibs-foundation#3296.)
+/// - **Credentials come from behaviors.** A credential header (a ``SensitiveHeaders`` name such
+///   as `Authorization` or `Cookie`) in the configuration's `httpAdditionalHeaders` fails every
+///   request with ``NetworkError/invalidRequest(_:)`` saying so: below the pipeline it would
+///   escape the redirect policy, the cache's identity and the logs' redaction. Set it with
+///   `HeadersBehavior` or `AuthTokenBehavior`.
 ///
 /// ```swift
 /// let transport = URLSessionTransport(configuration: .ephemeral, maximumRedirects: 5)
@@ -51,25 +60,37 @@ public final class URLSessionTransport: HTTPTransport {
         self.maximumRedirects = max(0, maximumRedirects)
         let delegate = SessionDelegate(maximumRedirects: self.maximumRedirects)
         self.delegate = delegate
+        self.setupProblem = Self.credentialHeaderProblem(in: configuration)
         self.session = URLSession(
-            configuration: Self.withoutCrashingCache(configuration), delegate: delegate,
+            configuration: Self.sharingNothing(configuration), delegate: delegate,
             delegateQueue: DelegateQueue(label: "Conveyor.URLSessionTransport.delegate"))
     }
 
     private let delegate: SessionDelegate
+    /// Why every request fails: a credential header in the configuration (see the type's discussion).
+    private let setupProblem: String?
 
-    /// On Linux, a copy of `configuration` without a `URLCache` (see the type's discussion); the
-    /// caller's configuration is left as it is. Elsewhere, `configuration` itself.
-    static func withoutCrashingCache(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
-        #if canImport(FoundationNetworking)
-            guard configuration.urlCache != nil,
-                let copy = configuration.copy() as? URLSessionConfiguration
-            else { return configuration }
-            copy.urlCache = nil
-            return copy
-        #else
-            return configuration
-        #endif
+    /// A copy of `configuration` with no cookie storage, no `URLCache` and no credential storage
+    /// (see the type's discussion); the caller's configuration is left as it is.
+    static func sharingNothing(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
+        let copy = (configuration.copy() as? URLSessionConfiguration) ?? URLSessionConfiguration.ephemeral
+        copy.urlCache = nil
+        copy.httpCookieStorage = nil
+        copy.httpShouldSetCookies = false
+        copy.httpCookieAcceptPolicy = .never
+        copy.urlCredentialStorage = nil
+        return copy
+    }
+
+    /// The credential header names in the configuration's `httpAdditionalHeaders`, as a reason.
+    static func credentialHeaderProblem(in configuration: URLSessionConfiguration) -> String? {
+        let names = (configuration.httpAdditionalHeaders ?? [:]).keys.compactMap { $0 as? String }
+            .filter { SensitiveHeaders.contains($0) }.sorted()
+        guard !names.isEmpty else { return nil }
+        return "the session configuration's httpAdditionalHeaders holds the credential header "
+            + names.joined(separator: ", ")
+            + ", which the redirect policy, the cache and redaction cannot see: set it with a behavior "
+            + "(HeadersBehavior or AuthTokenBehavior)"
     }
 
     deinit { session.finishTasksAndInvalidate() }
@@ -81,6 +102,7 @@ public final class URLSessionTransport: HTTPTransport {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         // The pipeline refuses such a method already; a direct caller gets the same answer.
         guard request.method.isToken else { throw NetworkError.invalidRequest(HTTPMethod.notATokenReason(request.method)) }
+        if let setupProblem { throw NetworkError.invalidRequest(setupProblem) }
         var hop = request
         var redirectsSoFar = 0
         // A streamed body is uploaded from a file: its own, or a temporary copy of parts or of a

@@ -192,6 +192,8 @@ class Handler(BaseHTTPRequestHandler):
                 "headers": headers, "body": text, "json": parsed,
                 "form": parse_qs(text, keep_blank_values=True) if is_form else None,
             })
+        elif url.path == "/set-cookie":  # 200 with Set-Cookie: <cookie> (the query's cookie=, verbatim)
+            self.send(200, {"set": arg("cookie", "")}, headers=[("Set-Cookie", arg("cookie", ""))])
         elif url.path == "/multipart":  # parses a multipart/form-data body: describe_multipart
             try:
                 self.send(200, describe_multipart(self.headers.get("Content-Type") or "", body))
