@@ -93,13 +93,16 @@ func authServer(valid: @escaping @Sendable () -> String, tally: Tally? = nil) ->
         #expect(headers.filter { $0 == "Bearer fresh-1" }.count == 100)  // each retried exactly once
     }
 
-    @Test func aFailedRefreshFailsEveryWaiterWithAClearError() async {
+    /// An expired session (the refresher throws) reads as what it is: every waiter fails with
+    /// `.unauthorized` and its own 401, and the refresher's error is kept on the behavior.
+    @Test func aFailedRefreshFailsEveryWaiterAsUnauthorized() async {
         let gate = Gate()
         let tally = Tally(threshold: 20, gate: gate)
         let tokens = FakeTokens("stale", gate: gate, fails: true)
         let mock = MockTransport()
         mock.stub(nil, "/v1/me", reply: authServer(valid: { "never" }, tally: tally))
-        let client = makeClient(mock) { AuthTokenBehavior(tokens: tokens, refresher: tokens) }
+        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens)
+        let client = makeClient(mock) { auth }
         let errors = await withTaskGroup(of: NetworkError?.self) { group in
             for _ in 0..<20 {
                 group.addTask {
@@ -113,14 +116,36 @@ func authServer(valid: @escaping @Sendable () -> String, tally: Tally? = nil) ->
         }
         #expect(tokens.refreshes.withLock { $0 } == 1)
         for error in errors {
-            guard case .behaviorFailed("AuthTokenBehavior", .additionalHeaders, let underlying)? = error,
-                case .refreshFailed? = underlying as? AuthError
-            else {
-                Issue.record("expected refreshFailed, got \(String(describing: error))")
+            guard case .unauthorized(let response)? = error else {
+                Issue.record("expected unauthorized, got \(String(describing: error))")
                 continue
             }
+            #expect(response.status == 401)
         }
-        #expect(errors.first??.description.contains("token refresh failed") == true)
+        // Each request sent once: no retry after the refresh failed.
+        #expect(mock.requests.count == 20)
+        guard case .refreshFailed? = await auth.lastRefreshFailure else {
+            Issue.record("expected lastRefreshFailure to be refreshFailed")
+            return
+        }
+        #expect(await auth.lastRefreshFailure?.description.contains("token refresh failed") == true)
+    }
+
+    /// README's `catch .unauthorized` handles an expired session.
+    @Test func theReadmesCatchHandlesAnExpiredSession() async {
+        let tokens = FakeTokens("stale", fails: true)
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/me", reply: .status(401))
+        let client = makeClient(mock) { AuthTokenBehavior(tokens: tokens, refresher: tokens) }
+        var showedLogin = false
+        do {
+            try await client.send(Request<Void>(path: "/me"))
+        } catch .unauthorized {
+            showedLogin = true
+        } catch {
+            Issue.record("expected .unauthorized, got \(error)")
+        }
+        #expect(showedLogin)
     }
 
     @Test func withoutARefresherA401FailsAtOnce() async {

@@ -180,8 +180,10 @@ final class HangingRefresher: TokenRefresher {
         let result = await withinTimeLimit(seconds: 30) {
             await outcome { try await client.send(Request<Void>(path: "/me")) }
         }
-        #expect(result == "AuthTokenBehavior failed in additionalHeaders")
+        // The refresh failed (its own 401): the session is over, and reads as such.
+        #expect(result == "unauthorized")
         #expect(await auth.refreshCount == 1)
+        if case .refreshFailed? = await auth.lastRefreshFailure {} else { Issue.record("lastRefreshFailure not kept") }
         #expect(mock.requests.filter { $0.url.path == "/v1/refresh" }.count == 1)
     }
 }

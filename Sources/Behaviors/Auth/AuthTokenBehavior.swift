@@ -21,10 +21,13 @@ public import Foundation
 ///   meanwhile), the request is retried at once with it. Otherwise it joins the one running
 ///   refresh or starts it: 100 concurrent 401s cause exactly one refresh.
 /// - A request refreshes at most once: a second 401 fails with ``NetworkError/unauthorized(_:)``.
-/// - If the refresh fails, every request that waited for it fails with
-///   `NetworkError.behaviorFailed(behavior: "AuthTokenBehavior", hook: .additionalHeaders,
-///   underlying: AuthError.refreshFailed(…))`; if it takes longer than `refreshTimeout`
-///   (30 s by default), with `AuthError.refreshTimedOut`.
+/// - **If the refresher throws** (an expired or revoked refresh token: the session is over),
+///   every request that waited for it fails with ``NetworkError/unauthorized(_:)`` and its own
+///   401 response, so `catch .unauthorized { showLogin() }` handles it; the refresher's error is
+///   ``lastRefreshFailure`` (`AuthError.refreshFailed(underlying:)`). If the refresh takes longer
+///   than `refreshTimeout` (30 s by default), the session may still be fine: those requests fail
+///   with `NetworkError.behaviorFailed(behavior: "AuthTokenBehavior", hook: .additionalHeaders,
+///   underlying: AuthError.refreshTimedOut)`.
 /// - A request that waits for the refresh leaves at once when its task is cancelled
 ///   (`.cancelled`) or its timeout passes (`.timedOut`). The refresh goes on for the other
 ///   waiters, and is cancelled when none is left.
@@ -118,6 +121,18 @@ public struct AuthTokenBehavior: RequestBehavior {
     /// How many refreshes this behavior (and its copies) started: for tests and metrics.
     public var refreshCount: Int { get async { coordinator.refreshCount } }
 
+    /// Why the last refresh failed (`AuthError.refreshFailed(underlying:)` with the refresher's
+    /// error, or `.refreshTimedOut`), or `nil` when the last one succeeded or none ran. Read it
+    /// where a request failed with ``NetworkError/unauthorized(_:)`` to tell an expired session
+    /// from a plain 401:
+    ///
+    /// ```swift
+    /// } catch .unauthorized {
+    ///     if case .refreshFailed? = await auth.lastRefreshFailure { showLogin() }
+    /// }
+    /// ```
+    public var lastRefreshFailure: AuthError? { get async { coordinator.lastFailure } }
+
     /// Reads the current token and returns it as a header; fails the attempt if a refresh failed.
     /// Adds nothing to requests sent from inside this behavior's own refresh.
     public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
@@ -147,12 +162,16 @@ public struct AuthTokenBehavior: RequestBehavior {
         }
         do {
             _ = try await coordinator.refresh(replacing: sent, using: refresher)
+            coordinator.lastFailure = nil
         } catch is CancellationError {
             return .doNotRetry  // this request was cancelled or its step abandoned: it ends as such
-        } catch let error as AuthError {
-            context[RefreshFailure.self] = error
+        } catch AuthError.refreshTimedOut {
+            coordinator.lastFailure = .refreshTimedOut
+            context[RefreshFailure.self] = .refreshTimedOut
         } catch {
-            context[RefreshFailure.self] = .refreshFailed(underlying: error)
+            // The refresher threw: the session is over. The request ends with its own 401.
+            coordinator.lastFailure = (error as? AuthError) ?? .refreshFailed(underlying: error)
+            return .doNotRetry
         }
         return .retryNow
     }

@@ -23,6 +23,7 @@ final class RefreshCoordinator: Sendable {
         var flight: Flight?
         var nextID: UInt64 = 0
         var refreshCount = 0
+        var lastFailure: AuthError?
     }
 
     /// The coordinators whose refresh the current task is running (innermost last).
@@ -39,6 +40,12 @@ final class RefreshCoordinator: Sendable {
 
     /// How many refreshes were started.
     var refreshCount: Int { state.withLock { $0.refreshCount } }
+
+    /// Why the last refresh failed; cleared by one that succeeds.
+    var lastFailure: AuthError? {
+        get { state.withLock { $0.lastFailure } }
+        set { state.withLock { $0.lastFailure = newValue } }
+    }
 
     /// Whether the current task is running this coordinator's refresh: the refresher is sending
     /// a request through a client that has this behavior.
