@@ -2,10 +2,12 @@ public import Foundation
 
 /// A value that can stand in a query: strings, integers, floating-point numbers, `Bool`
 /// (`true`/`false`), `UUID`, and optionals (`nil` adds nothing) and arrays (one item per
-/// element) of them. Any other type you conform is written with `String(describing:)`.
+/// element) of them. A `RawRepresentable` type you conform (an enum with `String` or `Int` raw
+/// values) is written as its raw value; any other type you conform, with `String(describing:)`.
 ///
 /// ```swift
-/// let query: QueryParameters = ["page": 2, "tag": ["a", "b"], "after": cursor]  // cursor: String?
+/// enum Sort: String, QueryParameterValue { case newest = "created_at", oldest = "created_at.asc" }
+/// let query: QueryParameters = ["page": 2, "tag": ["a", "b"], "sort": Sort.newest]  // sort=created_at
 /// ```
 public protocol QueryParameterValue: Sendable {}
 
@@ -37,7 +39,13 @@ extension Array: QueryValueRendering where Element: QueryParameterValue {
 /// The texts a value adds to a query.
 func queryTexts(of value: any QueryParameterValue) -> [String] {
     if let value = value as? any QueryValueRendering { return value.queryTexts }
+    if let value = value as? any RawRepresentable, let texts = rawValueTexts(of: value) { return texts }
     return [String(describing: value)]
+}
+
+/// The texts of a raw value that can stand in a query itself.
+private func rawValueTexts<Value: RawRepresentable>(of value: Value) -> [String]? {
+    (value.rawValue as? any QueryParameterValue).map(queryTexts(of:))
 }
 
 /// Ordered query parameters (or form fields), written as a dictionary literal:

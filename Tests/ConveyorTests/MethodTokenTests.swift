@@ -64,3 +64,19 @@ import Testing
         }
     }
 }
+
+/// A `RawRepresentable` query value is written as its raw value, not its case name.
+@Suite struct RawValueQueryTests {
+    enum Sort: String, QueryParameterValue { case newest = "created_at", oldest = "created_at.asc" }
+    enum Page: Int, QueryParameterValue { case first = 1, second = 2 }
+    struct Tag: RawRepresentable, QueryParameterValue { var rawValue: String }
+    struct Opaque: QueryParameterValue, CustomStringConvertible { var description: String { "opaque" } }
+
+    @Test func rawValuesAreWritten() {
+        let query: QueryParameters = [
+            "sort": Sort.newest, "page": Page.second, "tags": [Tag(rawValue: "a b"), Tag(rawValue: "c")],
+            "maybe": Sort?.some(.oldest), "none": Sort?.none, "other": Opaque(),
+        ]
+        #expect(query.encoded == "sort=created_at&page=2&tags=a%20b&tags=c&maybe=created_at.asc&other=opaque")
+    }
+}
