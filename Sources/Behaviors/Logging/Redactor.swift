@@ -3,32 +3,81 @@ public import Foundation
 
 /// Hides secrets in what ``LoggingBehavior`` writes: credential headers, configured headers,
 /// and configured query items and form/JSON body fields, each shown as `***`.
+///
+/// Names are compared by meaning, not spelling: case and the separators `_`, `-`, `.` and space
+/// are ignored, so `access_token`, `accessToken`, `Access-Token` and `ACCESS_TOKEN` are one
+/// name. What you configure is added to the defaults; ``replacing(headers:fields:)`` replaces them.
+///
+/// ```swift
+/// let redactor = Redactor(fields: ["ssn", "cardNumber"])   // the defaults, and these two
+/// ```
 public struct Redactor: Sendable {
-    /// Header names whose values are hidden (case-insensitive), in addition to `Authorization`,
-    /// `Proxy-Authorization`, `Cookie` and `Set-Cookie`, which always are.
-    public var headers: Set<String>
-    /// Query item, form field and JSON key names whose values are hidden (case-insensitive).
-    public var fields: Set<String>
+    /// Header names whose values are hidden, in addition to `Authorization`,
+    /// `Proxy-Authorization`, `Cookie`, `Set-Cookie` and every ``SensitiveHeaders`` name, which
+    /// always are.
+    public var headers: Set<String> { didSet { normalizedHeaders = Self.normalized(headers) } }
+    /// Query item, form field and JSON key names whose values are hidden.
+    public var fields: Set<String> { didSet { normalizedFields = Self.normalized(fields) } }
 
-    /// Field names hidden by default.
+    private var normalizedHeaders: Set<String>
+    private var normalizedFields: Set<String>
+
+    /// Header names hidden by default, besides the credential headers.
+    public static let defaultHeaders: Set<String> = ["X-API-Key", "X-Auth-Token", "X-Session-Token", "X-CSRF-Token"]
+
+    /// Field names hidden by default (compared by meaning: `accessToken` is `access_token`).
     public static let defaultFields: Set<String> = [
-        "access_token", "refresh_token", "id_token", "token", "api_key", "apikey", "key", "password", "secret",
-        "client_secret", "signature", "sig", "code",
+        "access_token", "refresh_token", "id_token", "token", "auth_token", "session_token", "bearer", "jwt",
+        "api_key", "apikey", "key", "private_key", "password", "passwd", "pwd", "passphrase", "secret",
+        "client_secret", "client_assertion", "assertion", "signature", "sig", "code", "otp", "totp",
+        "one_time_password", "pin", "session", "session_id", "sid", "credential", "credentials", "authorization",
+        "cookie", "csrf_token", "xsrf_token",
     ]
 
-    /// Creates a redactor.
+    /// Creates a redactor that hides the defaults and what you add.
     /// - Parameters:
-    ///   - headers: Extra header names to hide.
-    ///   - fields: Query/form/JSON field names to hide.
-    public init(headers: Set<String> = ["X-API-Key", "X-Auth-Token"], fields: Set<String> = Redactor.defaultFields) {
-        self.headers = Set(headers.map { $0.lowercased() })
-        self.fields = Set(fields.map { $0.lowercased() })
+    ///   - headers: Header names to hide besides ``defaultHeaders`` and the credential headers.
+    ///   - fields: Query/form/JSON field names to hide besides ``defaultFields``.
+    public init(headers: Set<String> = [], fields: Set<String> = []) {
+        self.init(replacingHeaders: Self.defaultHeaders.union(headers), fields: Self.defaultFields.union(fields))
     }
+
+    private init(replacingHeaders headers: Set<String>, fields: Set<String>) {
+        self.headers = headers
+        self.fields = fields
+        self.normalizedHeaders = Self.normalized(headers)
+        self.normalizedFields = Self.normalized(fields)
+    }
+
+    /// A redactor that hides exactly these names (and the credential headers, which are always
+    /// hidden), without the defaults.
+    /// - Parameters:
+    ///   - headers: Header names to hide.
+    ///   - fields: Query/form/JSON field names to hide.
+    public static func replacing(headers: Set<String>, fields: Set<String>) -> Redactor {
+        Redactor(replacingHeaders: headers, fields: fields)
+    }
+
+    /// A name as compared: lowercased, without `_`, `-`, `.` and spaces.
+    static func normalized(_ name: String) -> String {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(name.utf8.count)
+        for byte in name.utf8 {
+            switch byte {
+            case UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: " "): continue
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): bytes.append(byte + 32)
+            default: bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func normalized(_ names: Set<String>) -> Set<String> { Set(names.map(normalized)) }
 
     /// Whether a header's value must be hidden.
     /// - Parameter name: The header name.
     public func hides(header name: String) -> Bool {
-        HTTPHeaders.isSensitive(name) || headers.contains(name.lowercased())
+        HTTPHeaders.isSensitive(name) || normalizedHeaders.contains(Self.normalized(name))
     }
 
     /// The header value to show.
@@ -87,7 +136,10 @@ public struct Redactor: Sendable {
     }
 
     /// Whether a query item, form field or JSON key's value must be hidden.
-    func hides(field name: String) -> Bool { fields.contains(name.lowercased()) || hides(header: name) }
+    func hides(field name: String) -> Bool {
+        let key = Self.normalized(name)
+        return normalizedFields.contains(key) || normalizedHeaders.contains(key) || HTTPHeaders.isSensitive(name)
+    }
 
     /// How much of a body a preview reads beyond its limit, so that a secret the limit cuts is
     /// still recognized (and the field that names it): previews never read more than this.
