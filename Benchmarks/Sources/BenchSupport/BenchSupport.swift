@@ -105,6 +105,15 @@ public struct DisabledSink: LogSink {
     public func write(_ entry: LogEntry) {}
 }
 
+/// A sink that accepts the levels from `lowest` up (none when `nil`) and discards every line.
+public struct LevelSink: LogSink {
+    let lowest: LogEntry.Level?
+    public init(lowest: LogEntry.Level?) { self.lowest = lowest }
+    public var isEnabled: Bool { true }
+    public func accepts(_ level: LogEntry.Level) -> Bool { lowest.map { level >= $0 } ?? false }
+    public func write(_ entry: LogEntry) {}
+}
+
 /// Runs `total` operations (a task each) with `inFlight` at a time; returns operations per second.
 public func measure(
     total: Int, inFlight: Int, _ operation: @escaping @Sendable () async throws -> Void
@@ -190,6 +199,10 @@ public enum Scenario: String, CaseIterable, Sendable {
     case intercept10
     /// 10 ``EveryHook``s: every hook of every member called.
     case everyHook10 = "every-hook10"
+    /// A JSON POST with a bearer token through `LoggingBehavior` (512-byte previews): its sink
+    /// off, a sink that accepts no level, one that accepts `.info` and `.error` (no per-attempt
+    /// line), and one that accepts every level. `log-dropped` must cost what `log-off` costs.
+    case logOff = "log-off", logDropped = "log-dropped", logInfo = "log-info", logAll = "log-all"
 
     /// Sends `count` requests.
     public func run(_ count: Int) async throws {
@@ -259,6 +272,21 @@ public enum Scenario: String, CaseIterable, Sendable {
             return sending(client(realisticBehaviors()), movie)
         case .realisticUninterrupted:
             return sending(client(realisticBehaviors(interrupting: false)), movie)
+        case .logOff, .logDropped, .logInfo, .logAll:
+            let sink: any LogSink =
+                switch self {
+                case .logOff: DisabledSink()
+                case .logDropped: LevelSink(lowest: nil)
+                case .logInfo: LevelSink(lowest: .info)
+                default: LevelSink(lowest: .debug)
+                }
+            let behaviors: [any RequestBehavior] = [
+                HeadersBehavior(["Authorization": "Bearer bench-token-0123456789"]),
+                LoggingBehavior(sink: sink, bodyPreviewLimit: 512),
+            ]
+            let body = Data(("{\"title\":\"" + String(repeating: "a", count: 1000) + "\",\"password\":\"p\"}").utf8)
+            let request = Request<Data>(method: .post, path: "/movies", body: .data(body, contentType: "application/json"))
+            return sending(client(behaviors), request)
         }
     }
 }

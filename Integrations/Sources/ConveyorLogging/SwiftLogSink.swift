@@ -35,6 +35,11 @@ public struct SwiftLogSink: LogSink {
     /// Conveyor builds no strings at all.
     public var isEnabled: Bool { logger.logLevel <= .error }
 
+    /// Whether the logger writes `level`'s lines: with the logger at `.info`, the per-attempt
+    /// `.debug` lines are never built.
+    /// - Parameter level: The level of a line about to be built.
+    public func accepts(_ level: LogEntry.Level) -> Bool { logger.logLevel <= Self.level(for: level) }
+
     /// Writes one line at the matching level.
     /// - Parameter entry: The redacted line.
     public func write(_ entry: LogEntry) {

@@ -47,9 +47,20 @@ public struct LogEntry: Sendable, Hashable {
 public protocol LogSink: Sendable {
     /// Whether anything is written. When `false`, ``LoggingBehavior`` builds no strings at all.
     var isEnabled: Bool { get }
+    /// Whether lines of `level` are written. ``LoggingBehavior`` builds only the lines a sink
+    /// accepts: a sink that drops `.debug` costs nothing for the per-attempt line (no redaction,
+    /// no preview). By default, ``isEnabled`` for every level.
+    /// - Parameter level: The level of a line about to be built.
+    func accepts(_ level: LogEntry.Level) -> Bool
     /// Writes one line.
     /// - Parameter entry: The line.
     func write(_ entry: LogEntry)
+}
+
+extension LogSink {
+    /// ``isEnabled``, for every level.
+    /// - Parameter level: The level of a line about to be built.
+    public func accepts(_ level: LogEntry.Level) -> Bool { isEnabled }
 }
 
 /// Prints each line to standard output.

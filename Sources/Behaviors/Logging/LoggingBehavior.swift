@@ -19,6 +19,9 @@ public import ConveyorPipeline
 /// fields) is also scrubbed from every later line, in every encoding a server may echo it in
 /// (JSON-escaped, percent- or form-encoded), and a preview never ends in part of one. Previews
 /// read at most `bodyPreviewLimit` + 4 KiB of a body, whatever its size.
+///
+/// Only the lines the sink accepts (``LogSink/accepts(_:)``) are built: attempts are `.debug`,
+/// successes `.info`, failures `.error`. A sink that drops `.debug` pays nothing per attempt.
 public struct LoggingBehavior: RequestBehavior {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
@@ -53,11 +56,8 @@ public struct LoggingBehavior: RequestBehavior {
 
     /// Logs the attempt as it will be sent.
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
-        guard sink.isEnabled else { return }
-        let secrets = context.update(SentSecrets.self) { known in
-            for value in redactor.secretValues(in: request) where !known.contains(value) { known.append(value) }
-            return known
-        }
+        guard sink.accepts(.debug) else { return }
+        let secrets = collectSecrets(of: request, context: context)
         let scrubber = SecretScrubber(secrets: secrets)
         var line = "→ \(context.requestID) \(request.method) \(redactor.redact(request.url)) attempt \(context.attempt)"
         if logsHeaders && !request.headers.isEmpty {
@@ -73,8 +73,9 @@ public struct LoggingBehavior: RequestBehavior {
 
     /// Logs the success.
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
-        guard sink.isEnabled else { return }
-        let scrubber = SecretScrubber(secrets: context[SentSecrets.self])
+        guard sink.accepts(.info) else { return }
+        let sent = sink.accepts(.debug) ? context[SentSecrets.self] : collectSecrets(of: response.request, context: context)
+        let scrubber = SecretScrubber(secrets: sent)
         var line = "← \(context.requestID) \(response.status) after \(context.attempt) attempt(s), \(response.body.count) bytes"
         if bodyPreviewLimit > 0 && !response.body.isEmpty {
             line += " body: "
@@ -87,8 +88,21 @@ public struct LoggingBehavior: RequestBehavior {
 
     /// Logs the failure (the error's description never contains secrets).
     public func afterFailure(_ error: NetworkError, context: RequestContext) async {
-        guard sink.isEnabled else { return }
+        guard sink.accepts(.error) else { return }
+        let secrets =
+            sink.accepts(.debug)
+            ? context[SentSecrets.self]
+            : error.response.map { collectSecrets(of: $0.request, context: context) } ?? context[SentSecrets.self]
         let line = "✕ \(context.requestID) failed after \(context.attempt) attempt(s): \(error)"
-        sink.write(LogEntry(level: .error, message: redactor.scrub(line, context[SentSecrets.self])))
+        sink.write(LogEntry(level: .error, message: redactor.scrub(line, secrets)))
+    }
+
+    /// The secrets every attempt so far carried, `request`'s added: collected per attempt when
+    /// `.debug` lines are built, and from the request as sent when only the outcome is logged.
+    private func collectSecrets(of request: HTTPRequest, context: RequestContext) -> [String] {
+        context.update(SentSecrets.self) { known in
+            for value in redactor.secretValues(in: request) where !known.contains(value) { known.append(value) }
+            return known
+        }
     }
 }
