@@ -13,6 +13,12 @@ public import Foundation
 /// `API-Key`, `X-Auth-Token`, `X-Access-Token`, `X-CSRF-Token`, `X-XSRF-Token`,
 /// `X-Amz-Security-Token`. `AuthTokenBehavior` adds its header's name, and `HeadersBehavior` the
 /// names it is told are sensitive. Names compare case-insensitively; the list only grows.
+///
+/// A name is also a credential **by meaning**: when, lowercased and without `-`, `_` and `.`, it
+/// contains `token`, `auth`, `secret`, `session`, `cookie`, `password`, `passwd`, `signature`,
+/// `credential`, `apikey`, `accesskey`, `privatekey`, `csrf` or `xsrf` (`X-Tenant-Token`,
+/// `X-Goog-Api-Key`, `Session-Id`), so a credential header no one registered is still stripped on a
+/// cross-origin redirect, redacted, and part of the cache's and de-duplication's identity.
 public enum SensitiveHeaders {
     /// The names that are always sensitive.
     public static let builtIn: [String] = [
@@ -39,7 +45,36 @@ public enum SensitiveHeaders {
     /// - Parameter name: The field name, in any case.
     public static func contains(_ name: String) -> Bool {
         if builtIn.contains(where: { HTTPHeaders.namesEqual($0, name) }) { return true }
-        return added.withLock { $0.contains(where: { HTTPHeaders.namesEqual($0, name) }) }
+        if added.withLock({ $0.contains(where: { HTTPHeaders.namesEqual($0, name) }) }) { return true }
+        return isCredentialByMeaning(name)
+    }
+
+    /// The words that make a header name a credential, lowercased, without separators.
+    private static let credentialWords: [[UInt8]] = [
+        "token", "auth", "secret", "session", "cookie", "password", "passwd", "signature", "credential", "apikey",
+        "accesskey", "privatekey", "csrf", "xsrf",
+    ].map { Array($0.utf8) }
+
+    /// Whether a name holds one of ``credentialWords`` once lowercased and without `-`, `_`, `.`.
+    package static func isCredentialByMeaning(_ name: String) -> Bool {
+        var folded: [UInt8] = []
+        folded.reserveCapacity(name.utf8.count)
+        for byte in name.utf8 {
+            switch byte {
+            case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."): continue
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"): folded.append(byte + 32)
+            default: folded.append(byte)
+            }
+        }
+        guard folded.count >= 4 else { return false }
+        for word in credentialWords where word.count <= folded.count {
+            var start = 0
+            while start + word.count <= folded.count {
+                if folded[start] == word[0], folded[start..<start + word.count].elementsEqual(word) { return true }
+                start += 1
+            }
+        }
+        return false
     }
 }
 
