@@ -249,7 +249,7 @@ package final class StreamingExchange: TaskExchange {
                 firstByte = started.duration(to: .now)
                 taking = try transfer.takesBody(
                     of: HTTPResponse(
-                        status: http.statusCode, deferredHeaders: { responseHeaders(http) }, body: Data(), request: request))
+                        status: http.statusCode, deferredHeaders: { [url = request.url] in responseHeaders(http, requested: url) }, body: Data(), request: request))
                 continue
             case .chunk(let chunk):
                 data = chunk
@@ -271,7 +271,7 @@ package final class StreamingExchange: TaskExchange {
                 }
                 guard let head else { throw NetworkError.transportFailed(NotHTTPResponseError()) }
                 var response = HTTPResponse(
-                    status: head.statusCode, deferredHeaders: { responseHeaders(head) }, body: collected, request: request)
+                    status: head.statusCode, deferredHeaders: { [url = request.url] in responseHeaders(head, requested: url) }, body: collected, request: request)
                 let sent = state.withLock { $0.requestSent }
                 response.timings = TransferTimings(
                     requestSent: sent, firstByte: firstByte, complete: started.duration(to: .now),

@@ -237,7 +237,7 @@ final class DataTaskExchange: TaskExchange {
         // Headers are converted only if something reads them: most responses are decoded
         // without that, and `allHeaderFields` costs thousands of instructions on Linux.
         var response = HTTPResponse(
-            status: http.statusCode, deferredHeaders: { responseHeaders(http) }, body: body, request: request)
+            status: http.statusCode, deferredHeaders: { [url = request.url] in responseHeaders(http, requested: url) }, body: body, request: request)
         let (firstByte, requestSent, platform) = seen
         var timings = platform ?? TransferTimings(complete: .zero, requestBodyBytes: 0, responseBodyBytes: 0)
         timings.firstByte = timings.firstByte ?? firstByte
@@ -308,10 +308,15 @@ enum TaskCanceller {
 }
 
 /// A response's header fields as the pipeline carries them.
-func responseHeaders(_ response: HTTPURLResponse) -> HTTPHeaders {
+/// The response's headers. A response that came from another origin than `requested` (after a
+/// redirect the session followed) loses its `Set-Cookie`: a cookie is accepted only from the
+/// origin that was asked, so a redirect target cannot set one for it.
+func responseHeaders(_ response: HTTPURLResponse, requested: URL) -> HTTPHeaders {
+    let foreign = response.url.map { !SessionDelegate.sameOrigin(requested, $0) } ?? false
     var headers = HTTPHeaders()
     for (name, value) in response.allHeaderFields {
         if let name = name as? String, let value = value as? String {
+            if foreign && HTTPHeaders.namesEqual(name, "Set-Cookie") { continue }
             headers.add(name: name, value: value)
         }
     }

@@ -154,6 +154,9 @@ public final class URLSessionTransport: HTTPTransport {
                     throw NetworkError.transportFailed(NotHTTPResponseError())
                 }
                 response.request = request
+                // A hop this transport followed itself (307/308 with a body) to another origin:
+                // that origin may not set cookies for the one that was asked.
+                if !SessionDelegate.sameOrigin(request.url, hop.url) { response.headers["Set-Cookie"] = nil }
                 return response
             } catch let redirect as ManualRedirect {
                 // A 307/308 with a body, followed here (see the delegate): same method and body,

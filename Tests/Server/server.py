@@ -312,7 +312,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send(304, headers=headers)
             return
         varied = self.headers.get(arg("vary")) if arg("vary") else None
-        self.send(200, {"count": count, "method": self.command, "varied": varied}, headers=headers)
+        self.send(200, {"count": count, "method": self.command, "varied": varied,
+                        "cookie": self.headers.get("Cookie")}, headers=headers)
 
     # --- Large transfers (Tests/ConveyorTests/TransferServerTests.swift, transfer-bench) -------
     # /blob?bytes=N  N bytes, byte i = i % 256, with ETag "blob-N", a fixed Last-Modified and

@@ -129,7 +129,10 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
                 let response = try await client.execute(Self.clientRequest(for: current), deadline: deadline)
                 guard response.history.count <= 1 else { throw Self.followedRedirectsError }
                 guard let target = Self.redirectTarget(of: response, from: current.url) else {
-                    return try await Self.collect(response, for: request, until: bodyDeadline)
+                    var collected = try await Self.collect(response, for: request, until: bodyDeadline)
+                    // A redirect target on another origin may not set cookies for the one asked.
+                    if Origin(current.url) != Origin(request.url) { collected.headers["Set-Cookie"] = nil }
+                    return collected
                 }
                 // The 3xx's own body is not wanted; dropping it unread makes AsyncHTTPClient
                 // close that connection, so read a little to keep it reusable.
