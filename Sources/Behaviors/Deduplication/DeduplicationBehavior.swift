@@ -73,7 +73,29 @@ public struct DeduplicationBehavior: RequestBehavior {
         guard request.method == .get || request.method == .head, !request.streamsResponseBody else {
             return try await next(request)
         }
-        let key = CallKey(request, ignoring: ignoredHeaders)
-        return try await calls.join(key, request: request, next: next).get()
+        let perAttempt = context[PerAttemptHeaders.self]
+        let key = CallKey(request, ignoring: perAttempt.isEmpty ? ignoredHeaders : ignoredHeaders + perAttempt)
+        // Whether this caller's own `next` ran (it led the call, or took it over): otherwise the
+        // answer came from another caller's transport call.
+        let ranOwnCall = Locked(false)
+        context[SharedCallAnswer.self] = false
+        let response = try await calls.join(key, request: request) { (request: HTTPRequest) async throws(NetworkError) -> HTTPResponse in
+            ranOwnCall.withLock { $0 = true }
+            return try await next(request)
+        }.get()
+        context[SharedCallAnswer.self] = !ranOwnCall.withLock { $0 }
+        return response
     }
+}
+
+/// Whether the attempt's response was another caller's (a de-duplicated call this attempt
+/// joined) rather than one its own transport call brought: set by ``DeduplicationBehavior``.
+enum SharedCallAnswer: RequestContextKey {
+    static let defaultValue = false
+}
+
+/// Header names a behavior sets to a new value on every attempt by design (a nonce): they make
+/// no two attempts alike, so de-duplication leaves them out of a call's identity.
+enum PerAttemptHeaders: RequestContextKey {
+    static let defaultValue: [String] = []
 }

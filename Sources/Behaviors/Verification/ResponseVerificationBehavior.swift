@@ -11,6 +11,12 @@ public import Foundation
 ///
 /// A response without the echo fails the attempt with `NetworkError.behaviorFailed(behavior:
 /// "ResponseVerificationBehavior", hook: .validate, underlying: ResponseVerificationError.nonceMismatch)`.
+///
+/// It composes with the answering behaviors, in either order: a response `CacheBehavior`
+/// served from storage (a hit, or a `304` revalidation) and one `DeduplicationBehavior` shared
+/// from another caller's call must echo *a* nonce (that request's, checked when it came from the
+/// network; a captive portal's page echoes none), not this attempt's; and the nonce is left out
+/// of de-duplication's identity.
 public struct ResponseVerificationBehavior: RequestBehavior {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
@@ -38,12 +44,28 @@ public struct ResponseVerificationBehavior: RequestBehavior {
     public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
         let nonce = makeNonce()
         context[Nonce.self] = nonce
+        if !context[PerAttemptHeaders.self].contains(headerName) {
+            _ = context.update(PerAttemptHeaders.self) { names in
+                names.append(headerName)
+                return names
+            }
+        }
         return [headerName: nonce]
     }
 
-    /// Fails a 2xx response that does not echo this attempt's nonce.
+    /// Fails a 2xx response that does not echo this attempt's nonce; a response from the cache
+    /// or from a shared call is not this attempt's to check.
     public func validate(_ response: HTTPResponse, context: RequestContext) async throws {
         guard (200..<300).contains(response.status) else { return }
+        let fromCache = context[CacheOutcome.self].map { $0 == .hit || $0 == .revalidated } ?? false
+        if fromCache || context[SharedCallAnswer.self] {
+            // Another request's answer: it must echo that request's nonce. A page that echoes
+            // none (a captive portal's, stored before validation ran) still fails.
+            guard let echoed = response.headers[headerName], !echoed.isEmpty else {
+                throw ResponseVerificationError.nonceMismatch
+            }
+            return
+        }
         guard let nonce = context[Nonce.self], response.headers[headerName] == nonce else {
             throw ResponseVerificationError.nonceMismatch
         }
