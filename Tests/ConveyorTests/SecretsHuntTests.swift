@@ -90,7 +90,10 @@ struct Strict: Decodable { var id: Int }
     static func structuredJSON(secret: String, _ rng: inout SplitMix64) -> String {
         let spaces = ["", " ", "\n", "\t", "\r\n  "]
         func space() -> String { spaces.randomElement(using: &rng) ?? "" }
-        let spellings = ["password", "\\u0070assword", "pass\\u0077ord", "PASSWORD", "Pass\\u0057oRD"]
+        let spellings = [
+            "password", "\\u0070assword", "pass\\u0077ord", "PASSWORD", "Pass\\u0057oRD", "accessToken", "access-token",
+            "ACCESS_TOKEN", "\\u0061ccessToken", "refreshToken", "client.secret", "idToken", "sessionId", "otp",
+        ]
         let key = "\"" + (spellings.randomElement(using: &rng) ?? "password") + "\""
         let value: String
         switch Int.random(in: 0..<4, using: &rng) {
@@ -157,10 +160,14 @@ struct Strict: Decodable { var id: Int }
 
         var headers: HTTPHeaders = [:]
         if uses("cookie") { headers.add(name: "cookie", value: "sid=\(secret("cookie")); theme=dark") }
-        let query: QueryParameters = uses("query") ? ["api_key": secret("query"), "page": 2] : ["page": 2]
+        // Secret names in the spellings APIs use: redaction compares them by meaning.
+        let queryName = ["api_key", "apiKey", "API-KEY", "Api.Key", "access_token", "accessToken"].randomElement(using: &rng)!
+        let formName = ["password", "Password", "pass-word", "PASSWORD", "client_secret", "clientSecret", "otp"]
+            .randomElement(using: &rng)!
+        let query: QueryParameters = uses("query") ? [queryName: secret("query"), "page": 2] : ["page": 2]
         let body: RequestBody
         if uses("form") {
-            body = .form(["user": "ann", "password": secret("form")])
+            body = .form(["user": "ann", formName: secret("form")])
         } else if uses("json") {
             body = .data(Data(Self.structuredJSON(secret: secret("json"), &rng).utf8), contentType: "application/json")
         } else {
