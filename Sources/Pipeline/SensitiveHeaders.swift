@@ -44,9 +44,14 @@ public enum SensitiveHeaders {
     /// Whether a header with this name carries a credential.
     /// - Parameter name: The field name, in any case.
     public static func contains(_ name: String) -> Bool {
+        isListed(name) || isCredentialByMeaning(name)
+    }
+
+    /// Whether the name is one of ``names`` (built in or added), without the by-meaning rule: for
+    /// a body field or query item, whose names (`token_type`, `tokenizer`) are not headers.
+    package static func isListed(_ name: String) -> Bool {
         if builtIn.contains(where: { HTTPHeaders.namesEqual($0, name) }) { return true }
-        if added.withLock({ $0.contains(where: { HTTPHeaders.namesEqual($0, name) }) }) { return true }
-        return isCredentialByMeaning(name)
+        return added.withLock { $0.contains(where: { HTTPHeaders.namesEqual($0, name) }) }
     }
 
     /// The words that make a header name a credential, lowercased, without separators.

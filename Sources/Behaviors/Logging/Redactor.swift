@@ -138,7 +138,7 @@ public struct Redactor: Sendable {
     /// Whether a query item, form field or JSON key's value must be hidden.
     func hides(field name: String) -> Bool {
         let key = Self.normalized(name)
-        return normalizedFields.contains(key) || normalizedHeaders.contains(key) || HTTPHeaders.isSensitive(name)
+        return normalizedFields.contains(key) || normalizedHeaders.contains(key) || SensitiveHeaders.isListed(name)
     }
 
     /// How much of a body a preview reads beyond its limit, so that a secret the limit cuts is
