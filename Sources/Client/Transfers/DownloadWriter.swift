@@ -46,6 +46,9 @@ final class DownloadWriter: ResponseBodyTaker {
         var took = false
         /// The caller set its own `Range`: no resuming.
         var callerRange = false
+        /// The length the file must reach: the representation's complete length (a `206`'s
+        /// `Content-Range`, a `200`'s `Content-Length` without content coding), when known.
+        var expectedTotal: Int64?
     }
 
     private let state = Locked(State())
@@ -110,21 +113,40 @@ final class DownloadWriter: ResponseBodyTaker {
         let ranges = headers.values(for: "Accept-Ranges").contains { value in
             HeaderBytes.listMembers(Array(value.utf8)[...]).contains { HeaderBytes.equalsIgnoringCase($0, "bytes") }
         }
+        let range = headers["Content-Range"].flatMap(ContentRange.init)
+        // Bytes on the wire differ from bytes written when the body is content-coded (a session
+        // inflates gzip): only an identity body's Content-Length says how long the file gets.
+        let coded = headers["Content-Encoding"].map { $0.trimmingCharacters(in: .whitespaces).lowercased() != "identity" } ?? false
+        let declared = coded ? nil : headers["Content-Length"].flatMap { Int64($0.trimmingCharacters(in: .whitespaces)) }
         let result = state.withLock { state -> Result<Bool, NetworkError> in
             do throws(NetworkError) {
+                var expected: Int64?
                 if head.status == 206 && !state.callerRange {
-                    // The rest of the body, if it starts where the file ends.
-                    guard let start = Self.rangeStart(headers["Content-Range"]), start == state.offset else {
+                    // The rest of *the same* representation, from where the file ends, to its end:
+                    // anything else would splice two versions or finish short.
+                    guard let range, range.first == state.offset, let complete = range.completeLength,
+                        range.last == complete - 1, state.offset == 0 || (validator != nil && validator == state.validator)
+                    else {
                         try truncate(&state)
                         state.resumable = false
-                        throw .transportFailed(FileProblem("the server resumed the download at another offset; it starts over"))
+                        state.validator = nil
+                        saveInfo(state)
+                        throw .transportFailed(
+                            FileProblem("the server's 206 does not continue the same body from the offset; it starts over"))
                     }
+                    expected = complete
                 } else {
                     try truncate(&state)
+                    if head.status == 206, let range { expected = range.last - range.first + 1 } else { expected = declared }
+                }
+                if let maxSize, let expected, expected > maxSize {
+                    try truncate(&state)
+                    throw .responseTooLarge(limit: Int(clamping: maxSize))
                 }
                 guard lseek(state.fd, 0, SEEK_END) >= 0 else { throw failure(errno) }
                 state.start = state.offset
                 state.took = true
+                state.expectedTotal = expected
                 state.validator = validator
                 state.resumable = validator != nil && (ranges || head.status == 206) && !state.callerRange
                 saveInfo(state)
@@ -138,8 +160,12 @@ final class DownloadWriter: ResponseBodyTaker {
 
     func receive(_ chunk: Data) async throws(NetworkError) {
         let problem = state.withLock { state -> NetworkError? in
-            if let maxSize, state.offset - state.start + Int64(chunk.count) > maxSize {
+            // Every byte of the destination counts, across attempts.
+            if let maxSize, state.offset + Int64(chunk.count) > maxSize {
                 return .responseTooLarge(limit: Int(clamping: maxSize))
+            }
+            if let expected = state.expectedTotal, state.offset + Int64(chunk.count) > expected {
+                return .transportFailed(FileProblem("the body is longer than the server declared"))
             }
             if let code = writeAll(chunk, to: state.fd) { return failure(code) }
             state.offset += Int64(chunk.count)
@@ -172,8 +198,13 @@ final class DownloadWriter: ResponseBodyTaker {
     /// The download succeeded with `response`: writes its body if a behavior answered in memory,
     /// then moves the file into place.
     func finish(with response: HTTPResponse) throws(NetworkError) {
-        let (fd, took) = state.withLock { ($0.fd, $0.took) }
+        let (fd, took, offset, expected) = state.withLock { ($0.fd, $0.took, $0.offset, $0.expectedTotal) }
+        if took, let expected, offset != expected {
+            // A body that ended short of the representation's length is never moved into place.
+            throw .transportFailed(FileProblem("the body ended at \(offset) of \(expected) bytes"))
+        }
         if !took {
+            if let maxSize, Int64(response.body.count) > maxSize { throw .responseTooLarge(limit: Int(clamping: maxSize)) }
             let problem = state.withLock { state -> NetworkError? in
                 do throws(NetworkError) {
                     try truncate(&state)
