@@ -88,6 +88,25 @@ final class CountingStreamer: HTTPTransport, Sendable {
         #expect(outcome == "cancelled")
     }
 
+    /// The app keeps the response (in a property, say) after leaving the loop: the transfer
+    /// still ends, and the behaviors see `.cancelled`.
+    @Test func leavingTheLoopEndsTheTransferWhileTheResponseIsStillHeld() async throws {
+        let mock = MockTransport(baseURL: api)
+        mock.enqueue(.streamed(status: 200, headers: [:], chunks: [patterned(100), patterned(100)], end: .hang))
+        let (ended, signal) = AsyncStream<String>.makeStream()
+        let client = NetworkClient(baseURL: api, transport: mock) { OutcomeSignal(ended: signal) }
+        let held = Locked<StreamedResponse?>(nil)
+        let streamed = try await client.stream(Request<Data>(path: "/big"))
+        held.withLock { $0 = streamed }
+        for try await chunk in streamed.body {
+            #expect(chunk == patterned(100))
+            break
+        }
+        let outcome = await withinTimeLimit(seconds: 30) { await ended.first { _ in true } }
+        #expect(outcome == "cancelled")
+        #expect(held.withLock { $0?.response.status } == 200)  // still held
+    }
+
     @Test func cancellingTheReadingTaskCancelsTheTransfer() async throws {
         let mock = MockTransport(baseURL: api)
         mock.enqueue(.streamed(status: 200, headers: [:], chunks: [patterned(100)], end: .hang))

@@ -23,8 +23,9 @@ public struct StreamedResponse: Sendable {
 /// - The sequence ends when the body is complete and the request's behaviors have seen the
 ///   outcome; it throws the ``NetworkError`` that ended the transfer otherwise (for example
 ///   ``NetworkError/connectionFailed(_:)`` when the server closes mid-body).
-/// - Stop reading early (leave the loop, or drop the stream) and the transfer is cancelled: the
-///   behaviors see ``NetworkError/cancelled``. Cancelling the reading task does the same.
+/// - Stop reading early (leave the loop, drop its iterator, or drop the stream) and the transfer is
+///   cancelled: the behaviors see ``NetworkError/cancelled``, whoever still holds the response
+///   value. Cancelling the reading task does the same.
 /// - Iterate it once: chunks are handed out, not kept, so two iterators would each see part.
 public struct ResponseBodyStream: AsyncSequence, Sendable {
     /// Each element is the next chunk of the body.
@@ -37,6 +38,8 @@ public struct ResponseBodyStream: AsyncSequence, Sendable {
     /// The iterator: each ``next()`` waits for the next chunk.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let owner: ChannelOwner
+        /// Ends the transfer when the last copy of this iterator goes (the loop was left).
+        let lifetime: IterationLifetime
 
         /// The next chunk, or `nil` at the end of the body.
         /// - Throws: The ``NetworkError`` that ended the transfer.
@@ -46,7 +49,9 @@ public struct ResponseBodyStream: AsyncSequence, Sendable {
     }
 
     /// Creates the iterator.
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(owner: owner) }
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(owner: owner, lifetime: IterationLifetime(owner.channel))
+    }
 
     /// Reads the rest of the body into memory.
     /// - Parameter limit: The most bytes to keep; a longer body fails with
@@ -68,6 +73,14 @@ public struct ResponseBodyStream: AsyncSequence, Sendable {
 
 /// Closes the channel when the last copy of the stream and its iterators are gone, so a body
 /// nobody reads any more stops the transfer.
+/// Held by an iterator (and its copies): when the last one goes, the loop was left, so the
+/// transfer ends, even while the app holds the stream or the response.
+final class IterationLifetime: Sendable {
+    let channel: ChunkChannel
+    init(_ channel: ChunkChannel) { self.channel = channel }
+    deinit { channel.close() }
+}
+
 final class ChannelOwner: Sendable {
     let channel: ChunkChannel
     init(_ channel: ChunkChannel) { self.channel = channel }
