@@ -119,6 +119,20 @@ import Testing
         #expect(!fixed.isConforming)
     }
 
+    /// A mark that names its failure excuses that failure and no other.
+    @Test func aKnownIssueWithAFailureTextExcusesOnlyThatFailure() async {
+        let matching = TransportConformance.KnownIssue(reason: "swallows errors", reference: "test#5", failure: "truncated body")
+        let shows = await TransportConformance.run(
+            .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy),
+            options: .init(knownIssues: [.closeMidBody: matching]))
+        #expect(shows.isConforming, "\(shows)")
+        let other = TransportConformance.KnownIssue(reason: "swallows errors", reference: "test#6", failure: "a different failure")
+        let mismatch = await TransportConformance.run(
+            .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy),
+            options: .init(knownIssues: [.closeMidBody: other]))
+        #expect(failure(mismatch)?.contains("this is not it") == true, "\(mismatch)")
+    }
+
     @Test func aChildThatCannotStartIsSkippedNotPassed() async {
         let outcome = await TransportConformance.runInChildProcess(
             .methods, executable: URL(fileURLWithPath: "/nonexistent/conformance-child"))
