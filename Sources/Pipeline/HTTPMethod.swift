@@ -1,9 +1,9 @@
 /// An HTTP request method such as `GET` or `POST`.
 ///
 /// Methods are compared by their exact (case-sensitive) token, as RFC 9110 requires. A method
-/// must be a token (RFC 9110 §9.1: letters, digits and ``!#$%&'*+-.^_`|~``, at least one): any
-/// other text (a space, CR, LF, an empty string) is refused before anything is sent, with
-/// ``NetworkError/invalidRequest(_:)``, on every transport.
+/// must be a token (RFC 9110 §9.1: at least one of the letters, the digits, a backquote, and
+/// `!#$%&'*+-.^_|~`): any other text (a space, CR, LF, an empty string) is refused before
+/// anything is sent, with ``NetworkError/invalidRequest(_:)``, on every transport.
 /// Use the static members for the common methods or a string literal for others:
 ///
 /// ```swift
