@@ -178,7 +178,7 @@ public final class NetworkClient: NetworkClientProtocol {
         var httpRequest = try makeHTTPRequest(request, absolute: absolute)
         let plan =
             request.exclusions.isEmpty && request.behaviors.isEmpty
-            ? behaviors.plan() : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
+            ? behaviors.plan : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
         // A relative path is on the base origin by construction; only an absolute URL is parsed.
         let targetsBase = !absolute || Origin(httpRequest.url) == baseScope?.origin
         let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
@@ -204,7 +204,7 @@ public final class NetworkClient: NetworkClientProtocol {
         var observers: [@Sendable (TransferProgress) -> Void] = []
         if let progress = request.progress { observers.append(progress) }
         for member in plan.progressObservers {
-            observers.append { progress in member.transferProgressed(progress, context: context) }
+            observers.append { progress in member._transferProgressed(progress, context: context) }
         }
         return TransferHandler(taker: taker, observers: observers, context: context)
     }

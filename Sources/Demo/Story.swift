@@ -5,7 +5,7 @@ import Foundation
 struct Movie: Codable, Sendable { var id: Int; var title: String }
 
 /// A per-request behavior: shows a message when this one request fails (like an app's toast).
-struct ShowErrorBehavior: RequestBehavior {
+struct ShowErrorBehavior: FailureObserving {
     let shown: Locked<[String]>
     func afterFailure(_ error: NetworkError, context: RequestContext) async {
         shown.withLock { $0.append("Could not save your rating (\(error.status.map(String.init) ?? "no status")).") }

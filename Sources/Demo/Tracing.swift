@@ -43,30 +43,40 @@ final class Trace: Sendable {
     }
 }
 
-/// Wraps a behavior, records each hook call, then forwards it unchanged.
-struct Traced: RequestBehavior {
-    let inner: any RequestBehavior
+/// Wraps a behavior, records each hook it declares as it runs, then forwards the call unchanged.
+struct Traced: HeaderAdding, RequestModifying, SendObserving, AttemptIntercepting, ResponseValidating, RetryDeciding,
+    SuccessObserving, FailureObserving
+{
+    /// The wrapped behavior, as a one-member chain: it runs whichever hooks the behavior declares.
+    let inner: CombinedRequestBehavior
+    let declared: UInt16
     let label: String
     let trace: Trace
 
     init(_ inner: any RequestBehavior, trace: Trace) {
-        self.inner = inner
+        self.inner = CombinedRequestBehavior([inner])
+        self.declared = type(of: inner)._declaredHooks
+        self.name = inner.name
         self.label = inner.name.replacingOccurrences(of: "Behavior", with: "")
         self.trace = trace
     }
 
-    var name: String { inner.name }
+    let name: String
+
+    private func record(_ hook: RequestHook, _ context: RequestContext) {
+        if declared & hook.bit != 0 { trace.record(hook, label, context) }
+    }
 
     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
-        trace.record(.additionalHeaders, label, context)
+        record(.additionalHeaders, context)
         return try await inner.additionalHeaders(for: request, context: context)
     }
     func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
-        trace.record(.modify, label, context)
+        record(.modify, context)
         try await inner.modify(&request, context: context)
     }
     func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
-        trace.record(.beforeSend, label, context)
+        record(.beforeSend, context)
         await inner.beforeSend(request, context: context)
     }
     /// Forwarded, not traced: only `MetricsBehavior` implements it here, and the story's traces
@@ -77,21 +87,21 @@ struct Traced: RequestBehavior {
         try await inner.intercept(request, context: context, next: next)
     }
     func validate(_ response: HTTPResponse, context: RequestContext) async throws {
-        trace.record(.validate, label, context)
+        record(.validate, context)
         try await inner.validate(response, context: context)
     }
     func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
         -> RetryDecision
     {
-        trace.record(.retryDecision, label, context)
+        record(.retryDecision, context)
         return await inner.retryDecision(after: failure, response: response, context: context)
     }
     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
-        trace.record(.afterSuccess, label, context)
+        record(.afterSuccess, context)
         await inner.afterSuccess(response, context: context)
     }
     func afterFailure(_ error: NetworkError, context: RequestContext) async {
-        trace.record(.afterFailure, label, context)
+        record(.afterFailure, context)
         await inner.afterFailure(error, context: context)
     }
 }

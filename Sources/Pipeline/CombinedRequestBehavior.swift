@@ -13,27 +13,31 @@
 ///
 /// A hook that throws fails with ``NetworkError/behaviorFailed(behavior:hook:underlying:)``
 /// naming the member that threw; a `NetworkError` a member throws passes through unchanged.
-public struct CombinedRequestBehavior: RequestBehavior {
+public struct CombinedRequestBehavior: HeaderAdding, RequestModifying, SendObserving, AttemptIntercepting,
+    ResponseValidating, RetryDeciding, SuccessObserving, FailureObserving, TransferProgressObserving
+{
     /// The members, flattened, in registration order.
     public let behaviors: [any RequestBehavior]
-    /// Which members each hook calls; members' no-op default hooks are left out once learned.
-    let planSource: HookPlanSource
-    /// Whether a member wraps others (``WrappingRequestBehavior``), asked once.
-    let hasWrappers: Bool
+    /// Which members each hook calls: fixed when the chain is built.
+    package let plan: HookPlan
+    /// Plans without some members (a request's exclusions by type, in a chain without wrappers),
+    /// derived from `plan` once per exclusion set: requests that leave out the same types reuse
+    /// one plan instead of filtering every hook's list again. Per chain, never process-wide.
+    private let withoutMembers: ExclusionPlans?
 
     /// Creates a chain, flattening members that are chains themselves.
     /// - Parameter behaviors: The members, outermost first.
     public init(_ behaviors: [any RequestBehavior]) {
         let flat = Self.flatten(behaviors)
         self.behaviors = flat
-        self.planSource = .cache(HookPlanCache(behaviors: flat))
-        self.hasWrappers = DefaultHooks.conformances(of: flat).contains { $0.contains(.wraps) }
+        self.plan = HookPlan(behaviors: flat)
+        self.withoutMembers = ExclusionPlans()
     }
 
     private init(behaviors: [any RequestBehavior], plan: HookPlan) {
         self.behaviors = behaviors
-        self.planSource = .fixed(plan)
-        self.hasWrappers = DefaultHooks.conformances(of: behaviors).contains { $0.contains(.wraps) }
+        self.plan = plan
+        self.withoutMembers = nil
     }
 
     private static func flatten(_ behaviors: [any RequestBehavior]) -> [any RequestBehavior] {
@@ -66,52 +70,43 @@ public struct CombinedRequestBehavior: RequestBehavior {
 
     /// A chain of this chain's members followed by `other`'s, flattened.
     ///
-    /// It extends this chain's current plan instead of building a new one.
+    /// It extends this chain's plan instead of building a new one.
     /// - Parameter other: Members to append (run after, i.e. inside, these).
     /// - Returns: The longer chain.
     public func appending(_ other: [any RequestBehavior]) -> CombinedRequestBehavior {
         if other.isEmpty { return self }
         let extra = Self.flatten(other)
-        return CombinedRequestBehavior(behaviors: behaviors + extra, plan: HookPlan(extending: plan(), with: extra))
+        return CombinedRequestBehavior(behaviors: behaviors + extra, plan: HookPlan(extending: plan, with: extra))
     }
 
     /// This chain without the members that any of the exclusions match.
     ///
-    /// Like ``appending(_:)``, it derives its plan from this chain's current one.
+    /// Like ``appending(_:)``, it derives its plan from this chain's.
     /// - Parameter exclusions: Which members to leave out.
     /// - Returns: The shorter chain.
     public func removing(_ exclusions: [BehaviorExclusion]) -> CombinedRequestBehavior {
         if exclusions.isEmpty { return self }
         let keep = keeping(exclusions)
-        return CombinedRequestBehavior(
-            behaviors: behaviors.filter(keep), plan: HookPlan(filtering: plan(), keep: keep))
+        return CombinedRequestBehavior(behaviors: behaviors.filter(keep), plan: HookPlan(filtering: plan, keep: keep))
     }
 
     /// Whether a member stays when `exclusions` are applied: the one rule ``removing(_:)`` and
-    /// ``plan(excluding:adding:)`` share. Only members whose type wraps others are looked into
-    /// (asked once per member here, not once per hook list).
+    /// ``plan(excluding:adding:)`` share. Only members whose type wraps others are looked into.
     private func keeping(_ exclusions: [BehaviorExclusion]) -> (any RequestBehavior) -> Bool {
-        let conformances = DefaultHooks.conformances(of: behaviors)
-        var wrappers: Set<ObjectIdentifier> = []
-        for (behavior, found) in zip(behaviors, conformances) where found.contains(.wraps) {
-            wrappers.insert(ObjectIdentifier(type(of: behavior)))
-        }
-        return { [wrappers] behavior in
-            let wraps = !wrappers.isEmpty && wrappers.contains(ObjectIdentifier(type(of: behavior)))
+        let hasWrappers = plan.hasWrappers
+        return { behavior in
+            let wraps = hasWrappers && HookBits.of(behavior) & HookBits.wraps != 0
             return !exclusions.contains { $0.matches(behavior, mayWrap: wraps) }
         }
     }
 
-    /// The members to call for each hook, for one request.
-    package func plan() -> HookPlan { planSource.current() }
-
     /// The plan for one request that leaves out some of these members and adds its own after
-    /// them: this chain's current plan, filtered and extended, with no chain built around it.
+    /// them: this chain's plan, filtered and extended, with no chain built around it.
     /// - Parameters:
     ///   - exclusions: Which members to leave out.
     ///   - extra: The request's own behaviors.
     package func plan(excluding exclusions: [BehaviorExclusion], adding extra: [any RequestBehavior]) -> HookPlan {
-        var plan = plan()
+        var plan = self.plan
         if !exclusions.isEmpty {
             let base = plan
             let make = { () -> HookPlan in
@@ -123,8 +118,8 @@ public struct CombinedRequestBehavior: RequestBehavior {
             // Only a choice that cannot change is kept: exclusions by type, in a chain where no
             // member wraps others. A name is whatever `name` returns now, and a wrapper may wrap
             // something else on the next request, so those are matched on every request.
-            if case .cache(let cache) = planSource, exclusions.allSatisfy(\.isByType), !hasWrappers {
-                plan = cache.plan(base, excluding: exclusions, make: make)
+            if let withoutMembers, exclusions.allSatisfy(\.isByType), !base.hasWrappers {
+                plan = withoutMembers.plan(excluding: exclusions, make: make)
             } else {
                 plan = make()
             }
@@ -135,46 +130,68 @@ public struct CombinedRequestBehavior: RequestBehavior {
 
     /// Merges members' headers first to last; a later member wins on the same name.
     public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
-        try await plan().runAdditionalHeaders(for: request, context: context)
+        try await plan.runAdditionalHeaders(for: request, context: context)
     }
 
     /// Runs members' `modify` first to last.
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
-        try await plan().runModify(&request, context: context)
+        try await plan.runModify(&request, context: context)
     }
 
     /// Runs members' `beforeSend` first to last.
     public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
-        await plan().runBeforeSend(request, context: context)
+        await plan.runBeforeSend(request, context: context)
     }
 
     /// Runs the members' `intercept`, first outermost, around `next`.
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext)
         async throws -> HTTPResponse
     {
-        try await plan().runIntercept(request, context: context, innermost: next)
+        try await plan.runIntercept(request, context: context, innermost: next)
     }
 
     /// Runs members' `validate` last to first; the first to throw fails the attempt.
     public func validate(_ response: HTTPResponse, context: RequestContext) async throws {
-        try await plan().runValidate(response, context: context)
+        try await plan.runValidate(response, context: context)
     }
 
     /// Asks members first to last; the first `.retry` wins and later members are not asked.
     public func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
         -> RetryDecision
     {
-        await plan().runRetryDecision(after: failure, response: response, context: context)
+        await plan.runRetryDecision(after: failure, response: response, context: context)
     }
 
     /// Runs members' `afterSuccess` last to first.
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
-        await plan().runAfterSuccess(response, context: context)
+        await plan.runAfterSuccess(response, context: context)
     }
 
     /// Runs members' `afterFailure` last to first.
     public func afterFailure(_ error: NetworkError, context: RequestContext) async {
-        await plan().runAfterFailure(error, context: context)
+        await plan.runAfterFailure(error, context: context)
+    }
+
+    /// Tells members that observe progress, first to last.
+    public func transferProgressed(_ progress: TransferProgress, context: RequestContext) {
+        for member in plan.progressObservers { member._transferProgressed(progress, context: context) }
+    }
+}
+
+/// A chain's plans without some members, one per set of exclusions by type: built on a
+/// request's first use, then shared. Bounded; the set starts over when full.
+final class ExclusionPlans: Sendable {
+    static let capacity = 16
+    private let plans = Locked<[[BehaviorExclusion]: HookPlan]>([:])
+
+    func plan(excluding exclusions: [BehaviorExclusion], make: () -> HookPlan) -> HookPlan {
+        if let kept = plans.withLock({ $0[exclusions] }) { return kept }
+        let plan = make()
+        plans.withLock { plans in
+            if plans.count >= Self.capacity { plans = [:] }
+            plans[exclusions] = plan
+        }
+        return plan
     }
 }
 
@@ -225,8 +242,8 @@ public struct BehaviorExclusion: Sendable, Hashable {
             case .name(let name): behavior.name == name
             }
         if direct { return true }
-        guard mayWrap, let wrapper = behavior as? any WrappingRequestBehavior else { return false }
-        return wrapper.wrappedBehaviors.contains { matches($0) }
+        guard mayWrap else { return false }
+        return behavior._wrappedBehaviors.contains { matches($0) }
     }
 }
 
@@ -237,19 +254,33 @@ public struct BehaviorExclusion: Sendable, Hashable {
 /// `AuthTokenBehavior`, as it would leave out the bare behavior.
 ///
 /// ```swift
-/// struct OnlyForHost: WrappingRequestBehavior {
+/// struct OnlyForHost: WrappingRequestBehavior, HeaderAdding {
 ///     let host: String
-///     let inner: any RequestBehavior
-///     var wrappedBehaviors: [any RequestBehavior] { [inner] }
+///     let inner: CombinedRequestBehavior  // calls whichever hooks the wrapped behaviors declare
+///     init(host: String, _ inner: any RequestBehavior) {
+///         self.host = host
+///         self.inner = CombinedRequestBehavior([inner])
+///     }
+///     var wrappedBehaviors: [any RequestBehavior] { inner.behaviors }
 ///
 ///     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
 ///         request.url.host == host ? try await inner.additionalHeaders(for: request, context: context) : [:]
 ///     }
 /// }
 /// ```
+///
+/// A wrapper declares the hooks it forwards, like any behavior; ``CombinedRequestBehavior``
+/// declares every hook and runs each over the members that declare it.
 public protocol WrappingRequestBehavior: RequestBehavior {
     /// The behaviors this one wraps; exclusions match them as well as the wrapper.
     var wrappedBehaviors: [any RequestBehavior] { get }
+}
+
+extension WrappingRequestBehavior {
+    /// This protocol's bit.
+    @inlinable public static var _wrappingBit: UInt16 { 512 }
+    /// ``wrappedBehaviors``.
+    @inlinable public var _wrappedBehaviors: [any RequestBehavior] { wrappedBehaviors }
 }
 
 extension NetworkError {

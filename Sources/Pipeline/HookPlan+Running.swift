@@ -15,7 +15,7 @@ extension HookPlan {
             if let step, step.isAbandoned { throw .cancelled }
             let headers: HTTPHeaders
             do {
-                headers = try await behavior.additionalHeaders(for: request, context: context)
+                headers = try await behavior._additionalHeaders(for: request, context: context)
             } catch {
                 throw NetworkError(hookError: error, behavior: behavior, hook: .additionalHeaders)
             }
@@ -33,7 +33,7 @@ extension HookPlan {
         for behavior in modify {
             if let step, step.isAbandoned { throw .cancelled }
             do {
-                try await behavior.modify(&request, context: context)
+                try await behavior._modify(&request, context: context)
             } catch {
                 throw NetworkError(hookError: error, behavior: behavior, hook: .modify)
             }
@@ -43,7 +43,7 @@ extension HookPlan {
     /// Runs members' `beforeSend` first to last.
     @inline(__always)
     package func runBeforeSend(_ request: HTTPRequest, context: RequestContext) async {
-        for behavior in beforeSend { await behavior.beforeSend(request, context: context) }
+        for behavior in beforeSend { await behavior._beforeSend(request, context: context) }
     }
 
     /// Runs the attempt through members' `intercept`, the first outermost, with `innermost` (the
@@ -64,7 +64,7 @@ extension HookPlan {
             try await self.runIntercept(request, context: context, step: step, from: index + 1, innermost: innermost)
         }
         do {
-            return try await behavior.intercept(request, context: context, next: next)
+            return try await behavior._intercept(request, context: context, next: next)
         } catch {
             throw NetworkError(hookError: error, behavior: behavior, hook: .intercept)
         }
@@ -78,7 +78,7 @@ extension HookPlan {
         for behavior in validate {
             if let step, step.isAbandoned { throw .cancelled }
             do {
-                try await behavior.validate(response, context: context)
+                try await behavior._validate(response, context: context)
             } catch {
                 throw NetworkError(hookError: error, behavior: behavior, hook: .validate)
             }
@@ -92,7 +92,7 @@ extension HookPlan {
     ) async -> RetryDecision {
         for behavior in retryDecision {
             if let step, step.isAbandoned { return .doNotRetry }
-            let decision = await behavior.retryDecision(after: failure, response: response, context: context)
+            let decision = await behavior._retryDecision(after: failure, response: response, context: context)
             if case .retry = decision { return decision }
         }
         return .doNotRetry
@@ -101,12 +101,12 @@ extension HookPlan {
     /// Runs members' `afterSuccess` last to first.
     @inline(__always)
     package func runAfterSuccess(_ response: HTTPResponse, context: RequestContext) async {
-        for behavior in afterSuccess { await behavior.afterSuccess(response, context: context) }
+        for behavior in afterSuccess { await behavior._afterSuccess(response, context: context) }
     }
 
     /// Runs members' `afterFailure` last to first.
     @inline(__always)
     package func runAfterFailure(_ error: NetworkError, context: RequestContext) async {
-        for behavior in afterFailure { await behavior.afterFailure(error, context: context) }
+        for behavior in afterFailure { await behavior._afterFailure(error, context: context) }
     }
 }

@@ -45,7 +45,7 @@ public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible
 /// never in its own properties (design contract, point 6):
 ///
 /// ```swift
-/// struct TimingBehavior: RequestBehavior {
+/// struct TimingBehavior: SendObserving, SuccessObserving {
 ///     enum Start: RequestContextKey { static let defaultValue: ContinuousClock.Instant? = nil }
 ///     func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
 ///         context[Start.self] = .now

@@ -50,7 +50,7 @@ public struct TransferProgress: Sendable, Hashable, CustomStringConvertible {
 }
 
 /// A behavior that is told how uploads and downloads progress: a progress bar's model, a
-/// progress log. Conform a ``RequestBehavior`` to it; the client calls
+/// progress log. Conform a behavior to it; the client calls
 /// ``transferProgressed(_:context:)`` for every request this behavior takes part in.
 ///
 /// ```swift
@@ -60,12 +60,23 @@ public struct TransferProgress: Sendable, Hashable, CustomStringConvertible {
 ///     }
 /// }
 /// ```
-public protocol TransferProgressObserving: RequestBehavior {
+public protocol TransferProgressObserving: _RequestHookDeclaring {
     /// Called as bytes move, on the transport's thread: keep it short and never block.
     /// - Parameters:
     ///   - progress: The attempt's progress so far.
     ///   - context: The request's context.
     func transferProgressed(_ progress: TransferProgress, context: RequestContext)
+}
+
+extension TransferProgressObserving {
+    /// This protocol's bit.
+    @inlinable public static var _transferProgressObservingBit: UInt16 { 256 }
+
+    /// Calls ``transferProgressed(_:context:)``.
+    @inlinable
+    public func _transferProgressed(_ progress: TransferProgress, context: RequestContext) {
+        transferProgressed(progress, context: context)
+    }
 }
 
 /// What receives a streamed response body: a file being downloaded, a caller's stream.

@@ -74,9 +74,6 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
                             + "(unbalanced hooks, or per-request state kept on the instance)"))
             }
         }
-        if DefaultHooks.usesDefaultForEveryHook(type(of: behavior)) {
-            violations.append(Violation(scenario: "hooks", message: DefaultHooks.noHookMessage(type(of: behavior))))
-        }
         return violations
     }
 
@@ -184,7 +181,7 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
 }
 
 /// Retries attempts below a number after a delay, for the retry scenarios.
-private final class RetryCounter: RequestBehavior {
+private final class RetryCounter: RetryDeciding {
     private let settings = Locked<(below: Int, delay: Duration)>((0, .zero))
 
     func retryAttempts(below attempt: Int, after delay: Duration) {

@@ -12,7 +12,7 @@ public import ConveyorPipeline
 /// _ = try await client.send(Request<Void>(path: "/ping"))
 /// #expect(recorder.hooks(of: "outer") == [.additionalHeaders, .modify, .beforeSend, .validate, .afterSuccess])
 /// ```
-public struct RecordingBehavior: RequestBehavior {
+public struct RecordingBehavior: HeaderAdding, RequestModifying, SendObserving, ResponseValidating, RetryDeciding, SuccessObserving, FailureObserving {
     /// The label events are recorded under; also the behavior's ``name``.
     public let label: String
     /// Where events go.

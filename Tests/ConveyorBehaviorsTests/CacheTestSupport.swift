@@ -12,7 +12,7 @@ final class FakeNow: Sendable {
 
 /// Records the cache's outcome of every request (registered before the cache, so its
 /// `afterSuccess`/`afterFailure` run after the cache's `intercept`).
-final class OutcomeLog: RequestBehavior {
+final class OutcomeLog: SuccessObserving, FailureObserving {
     private let list = Locked<[CacheOutcome?]>([])
     var all: [CacheOutcome?] { list.withLock { $0 } }
     var last: CacheOutcome? { list.withLock { $0.last ?? nil } }

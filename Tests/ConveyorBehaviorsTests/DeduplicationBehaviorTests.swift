@@ -6,7 +6,7 @@ import Testing
 
 /// Adds `X-Request-ID` (one per logical request) and remembers, per request, whether the
 /// response it got carries its own attempt.
-struct OwnRequestCheck: RequestBehavior {
+struct OwnRequestCheck: HeaderAdding, SuccessObserving {
     let seen: Locked<[String: String]>  // request id → the X-Request-ID of the response's request
     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
         ["X-Request-ID": "\(context.requestID)"]
@@ -19,7 +19,7 @@ struct OwnRequestCheck: RequestBehavior {
 /// An `intercept` member placed after the de-duplication: every send waits at it, ignoring
 /// cancellation, until the test lets it through. Lets the test make a call's leader leave
 /// before the call reaches the transport.
-struct Door: RequestBehavior {
+struct Door: AttemptIntercepting {
     let stuck: Stuck
     func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse

@@ -104,7 +104,7 @@ final class Switchboard: Sendable {
 }
 
 /// The door of the model test: every send parks here before it goes on to the transport.
-struct ModelDoor: RequestBehavior {
+struct ModelDoor: AttemptIntercepting {
     let board: Switchboard
     func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse

@@ -109,7 +109,7 @@ final class CollectingSink: MetricsSink, @unchecked Sendable {
 }
 
 /// Answers every attempt itself (a memo); the transport is never reached.
-struct Answering: RequestBehavior {
+struct Answering: AttemptIntercepting {
     let status: Int
     let body: String
     func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws

@@ -4,7 +4,10 @@ import Foundation
 import Testing
 
 @Suite struct CombinedRequestBehaviorTests {
-    struct Named: RequestBehavior { var name: String }
+    struct Named: SendObserving {
+        var name: String
+        func beforeSend(_ request: HTTPRequest, context: RequestContext) async {}
+    }
 
     @Test func flattensNestedChains() {
         let inner = CombinedRequestBehavior([Named(name: "b"), Named(name: "c")])

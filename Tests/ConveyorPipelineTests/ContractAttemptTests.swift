@@ -27,7 +27,7 @@ import Testing
     }
 
     @Test func eachAttemptStartsFromTheCallersRequest() async throws {
-        struct AppendQuery: RequestBehavior {
+        struct AppendQuery: RequestModifying {
             func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
                 request.url = URL(string: request.url.absoluteString + "&attempt=\(context.attempt)")!
             }

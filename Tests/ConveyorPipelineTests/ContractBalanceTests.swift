@@ -95,7 +95,7 @@ import Testing
 
     @Test func aBehaviorThrowsWhilePreparingARetry() async {
         // B throws in additionalHeaders on attempt 2 only: beforeSend ran, so afterFailure must follow.
-        struct FailOnRetry: RequestBehavior {
+        struct FailOnRetry: HeaderAdding {
             func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
                 if context.attempt > 1 { throw URLError(.userAuthenticationRequired) }
                 return [:]
@@ -164,7 +164,7 @@ import Testing
     }
 
     @Test func contextCancelInterruptsAnInterruptibleRequest() async {
-        struct CancelFromOutside: RequestBehavior {
+        struct CancelFromOutside: SendObserving {
             let handle: Locked<RequestContext?>
             func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
                 context.makeInterruptible()

@@ -5,7 +5,7 @@ import Testing
 
 /// Contract point 3: header precedence, case-insensitivity, CR/LF/NUL rejection.
 @Suite struct ContractHeaderTests {
-    struct SetInModify: RequestBehavior {
+    struct SetInModify: RequestModifying {
         let name: String
         let value: String
         func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
@@ -87,7 +87,7 @@ import Testing
 /// the last list that has it win, all of them. Checked against a model on generated lists, and
 /// through the pipeline with behaviors in every order.
 @Suite struct HeaderMergeRuleTests {
-    struct Contributes: RequestBehavior {
+    struct Contributes: HeaderAdding {
         let headers: HTTPHeaders
         func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
             headers

@@ -6,7 +6,7 @@ import Testing
 /// client behavior.
 @Suite struct ContractStateTests {
     /// Stores a per-request value in beforeSend and reports it in afterSuccess.
-    struct Stamp: RequestBehavior {
+    struct Stamp: SendObserving, SuccessObserving {
         enum Key: RequestContextKey { static let defaultValue: String? = nil }
         let seen: Locked<[String: String]>
         func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
@@ -48,7 +48,7 @@ import Testing
     }
 
     @Test func aRequestCanLeaveOutAClientBehaviorByTypeOrName() async throws {
-        struct Auth: RequestBehavior {
+        struct Auth: HeaderAdding {
             func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
                 ["Authorization": "Bearer t"]
             }

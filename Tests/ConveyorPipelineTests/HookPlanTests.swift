@@ -3,10 +3,11 @@ import ConveyorTesting
 import Foundation
 import Testing
 
-/// Chains stop calling hooks that a behavior type leaves at the no-op default, and only those.
+/// A chain calls each member for exactly the hooks its type declares, in contract order, from the
+/// first request on: the plan is fixed when the chain is built.
 @Suite struct HookPlanTests {
     /// Implements modify and afterSuccess only.
-    struct CountsModify: RequestBehavior {
+    struct CountsModify: RequestModifying, SuccessObserving {
         let calls: Locked<[String]>
         func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
             calls.withLock { $0.append("modify") }
@@ -16,23 +17,38 @@ import Testing
         }
     }
 
-    struct NothingAtAll: RequestBehavior {}
-    /// Its own type, so what other tests teach the (process-wide) registry cannot leak in.
-    struct NothingEither: RequestBehavior {}
+    /// Declares only `retryDecision`: on a successful request it takes part in nothing.
+    struct OnlyRetries: RetryDeciding {
+        func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
+            -> RetryDecision
+        {
+            .doNotRetry
+        }
+    }
+    struct AlsoOnlyRetries: RetryDeciding {
+        func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
+            -> RetryDecision
+        {
+            .doNotRetry
+        }
+    }
 
-    @Test func defaultHooksAreLearnedAndSkippedImplementedOnesAlwaysRun() async throws {
+    @Test func thePlanHoldsDeclaredHooksOnlyBeforeAnyRequest() async throws {
         let calls = Locked<[String]>([])
         let mock = MockTransport()
         mock.stub(nil, "/api/x", reply: .status(200))
         let client = makeClient(mock) {
-            NothingAtAll()
+            OnlyRetries()
             CountsModify(calls: calls)
         }
+        // Before any request: only the declared hooks, nothing to learn.
+        let plan = client.behaviors.plan
+        #expect(plan.retryDecision.map(\.name) == ["OnlyRetries"])
+        #expect(plan.afterFailure.isEmpty)
         for _ in 0..<3 { try await client.send(Request<Void>(path: "/x")) }
-        // Implemented hooks ran on every request.
+        // Declared hooks ran on every request.
         #expect(calls.withLock { $0 } == Array(repeating: ["modify", "afterSuccess"], count: 3).flatMap { $0 })
-        // After the first request, the plan calls only the implemented hooks.
-        let plan = client.behaviors.plan()
+        #expect(client.behaviors.plan === plan)  // never rebuilt
         #expect(plan.additionalHeaders.isEmpty)
         #expect(plan.beforeSend.isEmpty)
         #expect(plan.validate.isEmpty)
@@ -40,14 +56,14 @@ import Testing
         #expect(plan.afterSuccess.map(\.name) == ["CountsModify"])
     }
 
-    @Test func aBehaviorThatImplementsEveryHookIsNeverSkipped() async throws {
+    @Test func aBehaviorThatDeclaresEveryHookRunsEach() async throws {
         let recorder = HookRecorder()
         let mock = MockTransport()
         mock.stub(nil, "/api/x", reply: .status(200))
         let client = makeClient(mock) { RecordingBehavior("spy", recorder: recorder) }
         for _ in 0..<3 { try await client.send(Request<Void>(path: "/x")) }
         #expect(recorder.hooks(of: "spy").count == 15)
-        let plan = client.behaviors.plan()
+        let plan = client.behaviors.plan
         #expect([plan.additionalHeaders, plan.modify, plan.beforeSend, plan.validate, plan.afterSuccess].allSatisfy { $0.count == 1 })
     }
 
@@ -57,20 +73,19 @@ import Testing
         mock.stub(nil, "/api/x", reply: .status(200))
         let client = makeClient(mock) {
             RecordingBehavior("A", recorder: recorder)
-            NothingEither()
+            AlsoOnlyRetries()
             RecordingBehavior("B", recorder: recorder)
         }
-        for _ in 0..<2 { try await client.send(Request<Void>(path: "/x")) }
-        let plan = client.behaviors.plan()
+        let plan = client.behaviors.plan
         #expect(plan.modify.map(\.name) == ["A", "B"])
         #expect(plan.validate.map(\.name) == ["B", "A"])
         #expect(plan.afterSuccess.map(\.name) == ["B", "A"])
-        // afterFailure has not run yet, so it is not known to be a no-op for NothingEither.
-        #expect(plan.afterFailure.map(\.name) == ["B", "NothingEither", "A"])
+        #expect(plan.afterFailure.map(\.name) == ["B", "A"])
+        #expect(plan.retryDecision.map(\.name) == ["A", "AlsoOnlyRetries", "B"])
 
         mock.enqueue(.status(500))
         try? await client.send(Request<Void>(path: "/x"))
-        #expect(client.behaviors.plan().afterFailure.map(\.name) == ["B", "A"])
+        #expect(recorder.trace.suffix(2) == ["B.afterFailure", "A.afterFailure"])
     }
 
     @Test func anOptOutDerivesItsPlanFromTheClientsAndKeepsOrder() async throws {
@@ -84,7 +99,7 @@ import Testing
         }
         let chain = client.behaviors.removing([.named("B")])
         #expect(chain.behaviors.map(\.name) == ["A", "C"])
-        let plan = chain.plan()
+        let plan = chain.plan
         #expect(plan.modify.map(\.name) == ["A", "C"])
         #expect(plan.validate.map(\.name) == ["C", "A"])
         #expect(plan.afterFailure.map(\.name) == ["C", "A"])
@@ -96,7 +111,7 @@ import Testing
     }
 
     /// Implements only `afterFailure`: a request's own behavior such as "show the error".
-    struct OnlyOnFailure: RequestBehavior {
+    struct OnlyOnFailure: FailureObserving {
         let calls: Locked<Int>
         func afterFailure(_ error: NetworkError, context: RequestContext) async { calls.withLock { $0 += 1 } }
     }
@@ -110,8 +125,6 @@ import Testing
             RecordingBehavior("A", recorder: recorder)
             RecordingBehavior("B", recorder: recorder)
         }
-        // Teach the registry which hooks OnlyOnFailure leaves at their defaults: one success
-        // (validate, afterSuccess) and one failure (retryDecision).
         try await client.send(Request<Void>(path: "/x", behaviors: [OnlyOnFailure(calls: failures)]))
         mock.enqueue(.status(500))
         try? await client.send(Request<Void>(path: "/x", behaviors: [OnlyOnFailure(calls: failures)]))
@@ -126,7 +139,7 @@ import Testing
         #expect(plan.afterSuccess.map(\.name) == ["D", "B"])
         #expect(plan.afterFailure.map(\.name) == ["OnlyOnFailure", "D", "B"])
         // The client's own plan is untouched.
-        #expect(client.behaviors.plan().modify.map(\.name) == ["A", "B"])
+        #expect(client.behaviors.plan.modify.map(\.name) == ["A", "B"])
 
         recorder.reset()
         try await client.send(
@@ -138,43 +151,38 @@ import Testing
     }
 
     @Test func nestedChainsAreFlattenedAndOtherBehaviorsAreNot() {
-        let inner = CombinedRequestBehavior([NothingAtAll(), NothingEither()])
-        let outer = CombinedRequestBehavior([inner, NothingAtAll()])
-        #expect(outer.behaviors.map(\.name) == ["NothingAtAll", "NothingEither", "NothingAtAll"])
+        let inner = CombinedRequestBehavior([OnlyRetries(), AlsoOnlyRetries()])
+        let outer = CombinedRequestBehavior([inner, OnlyRetries()])
+        #expect(outer.behaviors.map(\.name) == ["OnlyRetries", "AlsoOnlyRetries", "OnlyRetries"])
         #expect(outer.appending([inner]).behaviors.count == 5)
     }
 
-    /// Its own types, so other tests cannot teach the registry about them first.
-    struct SettlingObserver: RequestBehavior {
+    /// A subclass that writes a method with a hook's name its base class does not declare: not a
+    /// witness, never called, whatever the value's static type.
+    class Base: SuccessObserving, @unchecked Sendable {
+        // @unchecked: only an immutable stored property.
         let calls: Locked<[String]>
+        init(calls: Locked<[String]>) { self.calls = calls }
         func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
             calls.withLock { $0.append("afterSuccess") }
         }
-        // afterFailure, validate, retryDecision…: defaults, first reached late.
     }
-    struct SettlingProbe: RequestBehavior {}
+    final class Derived: Base, @unchecked Sendable {
+        // @unchecked: no stored property of its own.
+        func afterFailure(_ error: NetworkError, context: RequestContext) async {
+            calls.withLock { $0.append("TRAP afterFailure") }
+        }
+    }
 
-    /// A client's plan follows the registry on every request, however many came before: a default
-    /// first reached late (here `afterFailure`, after a hundred successes) is skipped from then on.
-    @Test func aClientsPlanLearnsADefaultReachedLate() async throws {
+    @Test func aMethodNamedLikeAnUndeclaredHookNeverRuns() async throws {
+        let calls = Locked<[String]>([])
         let mock = MockTransport()
         mock.stub(nil, "/api/x", reply: .status(200))
-        let calls = Locked<[String]>([])
-        let client = makeClient(mock) {
-            SettlingObserver(calls: calls)
-            SettlingProbe()
-        }
-        for _ in 0..<100 { try await client.send(Request<Void>(path: "/x")) }
-        #expect(client.behaviors.plan().afterFailure.count == 2)  // no failure seen yet: not learned
         mock.stub(nil, "/api/fail", reply: .status(500))
-        do throws(NetworkError) {
-            try await client.send(Request<Void>(path: "/fail"))
-            Issue.record("a 500 succeeded")
-        } catch {
-            #expect(error.status == 500)
-        }
-        // Both members ran their default `afterFailure` once; the same client now skips them.
-        #expect(client.behaviors.plan().afterFailure.isEmpty)
-        #expect(calls.withLock { $0.count } == 100)
+        let client = makeClient(mock) { Derived(calls: calls) }
+        #expect(client.behaviors.plan.afterFailure.isEmpty)
+        try await client.send(Request<Void>(path: "/x"))
+        try? await client.send(Request<Void>(path: "/fail"))
+        #expect(calls.withLock { $0 } == ["afterSuccess"])
     }
 }

@@ -434,7 +434,7 @@ func hangUntilCancelled() async throws {
     throw CancellationError()
 }
 
-struct FullBehavior: RequestBehavior {
+struct FullBehavior: HeaderAdding, RequestModifying, SendObserving, AttemptIntercepting, ResponseValidating, RetryDeciding, SuccessObserving, FailureObserving {
     let core: ScenarioCore
     var name: String { "b\(core.index)" }
     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
@@ -456,7 +456,7 @@ struct FullBehavior: RequestBehavior {
     func afterFailure(_ error: NetworkError, context: RequestContext) async { try? await core.perform(.afterFailure, context) }
 }
 
-struct HeadersOnlyBehavior: RequestBehavior {
+struct HeadersOnlyBehavior: HeaderAdding {
     let core: ScenarioCore
     var name: String { "b\(core.index)" }
     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
@@ -465,7 +465,7 @@ struct HeadersOnlyBehavior: RequestBehavior {
     }
 }
 
-struct ObserverBehavior: RequestBehavior {
+struct ObserverBehavior: SendObserving, SuccessObserving, FailureObserving {
     let core: ScenarioCore
     var name: String { "b\(core.index)" }
     func beforeSend(_ request: HTTPRequest, context: RequestContext) async { try? await core.perform(.beforeSend, context) }
@@ -473,7 +473,7 @@ struct ObserverBehavior: RequestBehavior {
     func afterFailure(_ error: NetworkError, context: RequestContext) async { try? await core.perform(.afterFailure, context) }
 }
 
-struct JudgeBehavior: RequestBehavior {
+struct JudgeBehavior: ResponseValidating, RetryDeciding {
     let core: ScenarioCore
     var name: String { "b\(core.index)" }
     func validate(_ response: HTTPResponse, context: RequestContext) async throws { try await core.perform(.validate, context) }
@@ -482,7 +482,7 @@ struct JudgeBehavior: RequestBehavior {
     }
 }
 
-struct InterceptorBehavior: RequestBehavior {
+struct InterceptorBehavior: AttemptIntercepting {
     let core: ScenarioCore
     var name: String { "b\(core.index)" }
     func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
@@ -492,9 +492,15 @@ struct InterceptorBehavior: RequestBehavior {
     }
 }
 
-struct SilentBehavior: RequestBehavior {
+/// Declares only `retryDecision`, and never asks for a retry: silent on every path.
+struct SilentBehavior: RetryDeciding {
     let core: ScenarioCore
     var name: String { "b\(core.index)" }
+    func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
+        -> RetryDecision
+    {
+        .doNotRetry
+    }
 }
 
 func makeBehavior(_ kind: BehaviorKind, _ core: ScenarioCore) -> any RequestBehavior {

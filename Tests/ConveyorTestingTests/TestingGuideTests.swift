@@ -27,7 +27,7 @@ enum TestingGuide {
         }
     }
 
-    struct RequestIDBehavior: RequestBehavior {
+    struct RequestIDBehavior: HeaderAdding {
         func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
             ["X-Request-ID": "req-\(context.requestID.rawValue)"]
         }
@@ -39,14 +39,14 @@ enum TestingGuide {
         func hide() { visible -= 1 }
     }
 
-    struct SpinnerBehavior: RequestBehavior {
+    struct SpinnerBehavior: SendObserving, SuccessObserving, FailureObserving {
         let spinner: Spinner
         func beforeSend(_ request: HTTPRequest, context: RequestContext) async { await spinner.show() }
         func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { await spinner.hide() }
         func afterFailure(_ error: NetworkError, context: RequestContext) async { await spinner.hide() }
     }
 
-    struct LeakySpinnerBehavior: RequestBehavior {
+    struct LeakySpinnerBehavior: SendObserving, SuccessObserving {
         let spinner: Spinner
         func beforeSend(_ request: HTTPRequest, context: RequestContext) async { await spinner.show() }
         func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { await spinner.hide() }

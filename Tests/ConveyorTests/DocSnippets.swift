@@ -222,6 +222,17 @@ struct SnippetCompiler: Sendable {
 
     func remove() { try? FileManager.default.removeItem(at: directory) }
 
+    /// Type-checks one standalone file (library code, no prelude) against the built modules.
+    /// - Returns: `swiftc`'s exit status and its report, with the file's path shortened to its name.
+    func typeCheck(file: URL) async throws -> (status: Int32, output: String) {
+        let folder = directory.appendingPathComponent(file.deletingPathExtension().lastPathComponent)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let (status, output) = try await run(
+            ["-typecheck", "-parse-as-library", "-module-name", "TypeChecked", file.path],
+            log: folder.appendingPathComponent("log"))
+        return (status, output.replacingOccurrences(of: file.path, with: file.lastPathComponent))
+    }
+
     /// Runs `swiftc` in Swift 6 mode against the built modules; its output goes to `log`, never to a pipe
     /// that could fill up. It runs at a low priority (`nice`), so that it takes no CPU time from the
     /// suite's tests that measure durations.

@@ -32,7 +32,7 @@ struct TaskRecordingTransport: HTTPTransport {
 }
 
 /// A behavior whose chosen hook gets stuck, ignoring cancellation.
-struct StuckHookBehavior: RequestBehavior {
+struct StuckHookBehavior: HeaderAdding, RequestModifying, ResponseValidating, RetryDeciding {
     let hook: RequestHook
     let stuck: Stuck
     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
@@ -223,7 +223,7 @@ func outcome(_ body: () async throws -> Void) async -> String {
         }
     }
 
-    struct RetryForever: RequestBehavior {
+    struct RetryForever: RetryDeciding {
         func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
             -> RetryDecision
         {

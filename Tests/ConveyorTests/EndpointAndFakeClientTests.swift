@@ -39,7 +39,7 @@ enum MovieAPI: Endpoint {
 struct Movie: Codable, Equatable, Sendable { var id: Int; var title: String }
 
 @Suite struct EndpointTests {
-    struct Auth: RequestBehavior {
+    struct Auth: HeaderAdding {
         var name: String { "auth" }
         func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
             ["Authorization": "Bearer t"]

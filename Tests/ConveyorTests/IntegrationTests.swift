@@ -27,7 +27,7 @@ struct Note: Codable, Equatable, Sendable {
 }
 
 /// Adds a header, as a behavior would.
-struct TraceHeader: RequestBehavior {
+struct TraceHeader: HeaderAdding {
     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
         ["X-Trace-ID": "trace-\(context.requestID.rawValue)", "X-Attempt": "\(context.attempt)"]
     }
@@ -216,21 +216,21 @@ struct TraceHeader: RequestBehavior {
 }
 
 /// Static headers for one request.
-struct HeadersOnly: RequestBehavior {
+struct HeadersOnly: HeaderAdding {
     let headers: HTTPHeaders
     init(_ headers: HTTPHeaders) { self.headers = headers }
     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders { headers }
 }
 
 /// Tells the test that the request is about to go out.
-struct SignalBeforeSend: RequestBehavior {
+struct SignalBeforeSend: SendObserving {
     let signal: AsyncStream<Void>.Continuation
     func beforeSend(_ request: HTTPRequest, context: RequestContext) async { signal.yield() }
 }
 
 /// Redirects: credentials never follow a redirect to another origin; redirect loops end.
 @Suite struct RedirectTests {
-    struct Auth: RequestBehavior {
+    struct Auth: HeaderAdding {
         func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
             ["Authorization": "Bearer s3cr3t-token", "Cookie": "session=c00kie"]
         }

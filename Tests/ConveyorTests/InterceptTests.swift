@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// Answers every attempt itself, with a status; the transport is never reached.
-struct Answering: RequestBehavior {
+struct Answering: AttemptIntercepting {
     let status: Int
     let body: String
     func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
@@ -16,7 +16,7 @@ struct Answering: RequestBehavior {
 
 /// Records the order in which `intercept` members see the attempt and its response, and tags
 /// the request on its way in.
-struct Layer: RequestBehavior {
+struct Layer: AttemptIntercepting {
     let label: String
     let log: Log
     func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
@@ -32,7 +32,7 @@ struct Layer: RequestBehavior {
 }
 
 /// Turns a 304 into the stored 200, as a revalidating cache does.
-struct NotModifiedToStored: RequestBehavior {
+struct NotModifiedToStored: AttemptIntercepting {
     func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse
     {
@@ -43,7 +43,7 @@ struct NotModifiedToStored: RequestBehavior {
 }
 
 /// Throws in `intercept`, something that is not a `NetworkError`, or a `NetworkError`.
-struct ThrowingInterceptor: RequestBehavior {
+struct ThrowingInterceptor: AttemptIntercepting {
     struct Broken: Error {}
     let error: any Error
     func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
@@ -54,7 +54,7 @@ struct ThrowingInterceptor: RequestBehavior {
 }
 
 /// Calls `next` twice.
-struct Twice: RequestBehavior {
+struct Twice: AttemptIntercepting {
     func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse
     {
@@ -145,7 +145,7 @@ final class Mutex<Value>: @unchecked Sendable {
         let mock = MockTransport(baseURL: api)
         mock.enqueue(.text("second time"))
         let attempts = Mutex(0)
-        struct OfflineOnce: RequestBehavior {
+        struct OfflineOnce: AttemptIntercepting {
             let attempts: Mutex<Int>
             func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext)
                 async throws -> HTTPResponse
@@ -192,7 +192,7 @@ final class Mutex<Value>: @unchecked Sendable {
 
     @Test func aTimeoutAbandonsAnInterceptorThatIgnoresItAndTheTransportIsNeverReached() async throws {
         let stuck = AsyncStream<Void>.makeStream()
-        struct Stuck: RequestBehavior {
+        struct Stuck: AttemptIntercepting {
             let gate: AsyncStream<Void>
             func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext)
                 async throws -> HTTPResponse

@@ -10,14 +10,14 @@ protocol Spinning: Sendable {
     func hide() async
 }
 
-struct SpinnerBehavior: RequestBehavior {
+struct SpinnerBehavior: SendObserving, SuccessObserving, FailureObserving {
     let spinner: any Spinning
     func beforeSend(_ request: HTTPRequest, context: RequestContext) async { await spinner.show() }
     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { await spinner.hide() }
     func afterFailure(_ error: NetworkError, context: RequestContext) async { await spinner.hide() }
 }
 
-struct TenantBehavior: RequestBehavior {
+struct TenantBehavior: RequestModifying, RetryDeciding {
     let tenant: @Sendable () async -> String
     func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
         request.headers["X-Tenant"] = await tenant()

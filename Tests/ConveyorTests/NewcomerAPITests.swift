@@ -145,11 +145,11 @@ import Testing
 }
 
 @Suite struct NamesAndWrappersTests {
-    struct Timed: WrappingRequestBehavior {
+    struct Timed: WrappingRequestBehavior, HeaderAdding {
         let inner: any RequestBehavior
         var wrappedBehaviors: [any RequestBehavior] { [inner] }
         func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
-            try await inner.additionalHeaders(for: request, context: context)
+            try await CombinedRequestBehavior([inner]).additionalHeaders(for: request, context: context)
         }
     }
 

@@ -55,7 +55,7 @@ struct EchoingTransport: HTTPTransport {
 }
 
 /// Keeps the context of the last request, to render it.
-struct ContextSpy: RequestBehavior {
+struct ContextSpy: SuccessObserving, FailureObserving {
     let context = Locked<RequestContext?>(nil)
     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { self.context.withLock { $0 = context } }
     func afterFailure(_ error: NetworkError, context: RequestContext) async { self.context.withLock { $0 = context } }

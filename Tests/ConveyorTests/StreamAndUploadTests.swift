@@ -9,7 +9,7 @@ import Testing
 #endif
 
 /// Calls back when a request ends, so a test can wait for the outcome hook without sleeping.
-struct OutcomeSignal: RequestBehavior {
+struct OutcomeSignal: SuccessObserving, FailureObserving {
     let ended: AsyncStream<String>.Continuation
     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { ended.yield("success") }
     func afterFailure(_ error: NetworkError, context: RequestContext) async { ended.yield(error.caseName) }

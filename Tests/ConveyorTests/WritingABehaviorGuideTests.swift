@@ -5,14 +5,14 @@ import ConveyorTesting
 import Foundation
 import Testing
 
-struct APIKeyBehavior: RequestBehavior {
+struct APIKeyBehavior: HeaderAdding {
     let key: String
     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
         ["X-API-Key": key]
     }
 }
 
-struct AttemptHeaderBehavior: RequestBehavior {
+struct AttemptHeaderBehavior: HeaderAdding {
     func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
         ["X-Attempt": "\(context.attempt)"]
     }
@@ -23,7 +23,7 @@ actor Timings {
     func record(_ duration: Duration) { durations.append(duration) }
 }
 
-struct TimingBehavior: RequestBehavior {
+struct TimingBehavior: SendObserving, SuccessObserving, FailureObserving {
     enum Start: RequestContextKey { static let defaultValue: ContinuousClock.Instant? = nil }
     let timings: Timings
 
@@ -41,7 +41,7 @@ struct TimingBehavior: RequestBehavior {
     }
 }
 
-struct RequireJSONBehavior: RequestBehavior {
+struct RequireJSONBehavior: ResponseValidating {
     struct NotJSON: Error {}
     func validate(_ response: HTTPResponse, context: RequestContext) async throws {
         guard response.status == 204 || response.headers["Content-Type"]?.hasPrefix("application/json") == true else {
@@ -50,7 +50,7 @@ struct RequireJSONBehavior: RequestBehavior {
     }
 }
 
-struct RetryOnceOn503: RequestBehavior {
+struct RetryOnceOn503: RetryDeciding {
     func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
         -> RetryDecision
     {

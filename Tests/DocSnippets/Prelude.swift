@@ -37,7 +37,9 @@ extension Bundle {
 }
 
 // Docs/WritingABehavior.md: the opt-out example excludes the page's first behavior.
-public struct APIKeyBehavior: RequestBehavior {}
+public struct APIKeyBehavior: HeaderAdding {
+    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders { [:] }
+}
 
 // Docs/Migrating.md
 public let api = URL(string: "https://api.example.com")!

@@ -16,28 +16,34 @@ public struct CannedTransport: HTTPTransport {
     }
 }
 
-/// A behavior that implements no hook.
-public struct NoOpBehavior: RequestBehavior {
+/// A behavior whose one hook a successful request never reaches: it declares only
+/// `retryDecision`, which runs after a failed attempt.
+public struct NoOpBehavior: RetryDeciding {
     public init() {}
+    public func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
+        -> RetryDecision
+    {
+        .doNotRetry
+    }
 }
 
 /// A behavior that implements two hooks trivially: `additionalHeaders` (no header) and
 /// `afterSuccess` (nothing). The unit of "an implemented hook" in the benchmarks: it can never be
 /// skipped, so every request pays for both calls.
-public struct TrivialHooks: RequestBehavior {
+public struct TrivialHooks: HeaderAdding, SuccessObserving {
     public init() {}
-    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> [String: String] {
-        [:]
+    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        HTTPHeaders()
     }
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {}
 }
 
 /// A behavior that implements every hook trivially (`intercept` passes the attempt on): none
 /// can be skipped. Ten of them cost at least what skipping saves ten no-op behaviors.
-public struct EveryHook: RequestBehavior {
+public struct EveryHook: HeaderAdding, RequestModifying, SendObserving, AttemptIntercepting, ResponseValidating, RetryDeciding, SuccessObserving, FailureObserving {
     public init() {}
-    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> [String: String] {
-        [:]
+    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        HTTPHeaders()
     }
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {}
     public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {}
@@ -57,10 +63,10 @@ public struct EveryHook: RequestBehavior {
 }
 
 /// The same as ``TrivialHooks``, as a type of its own, for the one a request leaves out.
-public struct LeftOut: RequestBehavior {
+public struct LeftOut: HeaderAdding, SuccessObserving {
     public init() {}
-    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> [String: String] {
-        [:]
+    public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+        HTTPHeaders()
     }
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {}
 }
@@ -151,7 +157,7 @@ public func realisticBehaviors(interrupting: Bool = true) -> [any RequestBehavio
 }
 
 /// Passes every attempt on to the transport unchanged.
-public struct PassThroughInterceptor: RequestBehavior {
+public struct PassThroughInterceptor: AttemptIntercepting {
     public init() {}
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse

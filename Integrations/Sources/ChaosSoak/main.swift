@@ -38,7 +38,7 @@ final class Tally: @unchecked Sendable {  // every field is read and written und
 }
 
 /// Every beforeSend must meet exactly one afterSuccess or afterFailure.
-struct BalanceCounter: RequestBehavior {
+struct BalanceCounter: SendObserving, SuccessObserving, FailureObserving {
     let tally: Tally
     func beforeSend(_ request: HTTPRequest, context: RequestContext) async { tally.add("begin") }
     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { tally.add("end") }

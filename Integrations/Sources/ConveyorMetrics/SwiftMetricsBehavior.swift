@@ -25,7 +25,7 @@ public import CoreMetrics
 /// duration runs from `beforeSend` (the first attempt is ready) to the outcome, so it includes
 /// retries and backoff waits. Place the behavior first in the chain to see the outcome the caller
 /// sees.
-public struct SwiftMetricsBehavior: RequestBehavior {
+public struct SwiftMetricsBehavior: SendObserving, SuccessObserving, FailureObserving {
     /// The name used by opt-out and in errors.
     public let name: String
     /// Where metrics go.

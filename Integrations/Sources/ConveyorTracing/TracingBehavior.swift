@@ -26,7 +26,7 @@ public import Tracing
 ///   behavior or the request set under the same name is replaced.
 /// - A first attempt that never goes out (a later behavior throws while preparing it) still
 ///   ends its span, with the error `notSent`.
-public struct TracingBehavior: RequestBehavior {
+public struct TracingBehavior: RequestModifying, SuccessObserving, FailureObserving {
     /// The name used by opt-out and in errors.
     public let name: String
     /// The tracer, or `nil` for `InstrumentationSystem.tracer`, read per request so that a

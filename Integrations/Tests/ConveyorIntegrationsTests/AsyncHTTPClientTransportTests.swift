@@ -28,7 +28,7 @@ struct Echo: Decodable, Sendable {
 }
 
 /// Signals when a request is about to be sent.
-struct SignalBeforeSend: RequestBehavior {
+struct SignalBeforeSend: SendObserving {
     let signal: AsyncStream<Void>.Continuation
     func beforeSend(_ request: HTTPRequest, context: RequestContext) async { signal.yield() }
 }

@@ -55,7 +55,7 @@ struct W3CTestTracer: Tracer {
 }
 
 /// Fails the first attempt's preparation, after `TracingBehavior` has started its span.
-struct FailingModify: RequestBehavior {
+struct FailingModify: RequestModifying {
     struct Refused: Error {}
     func modify(_ request: inout HTTPRequest, context: RequestContext) async throws { throw Refused() }
 }

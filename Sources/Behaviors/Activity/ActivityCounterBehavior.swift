@@ -9,7 +9,7 @@ public import ConveyorPipeline
 ///
 /// It increments in `beforeSend` and decrements in `afterSuccess`/`afterFailure`, which the
 /// pipeline pairs exactly, also on failure and cancellation, so the count returns to zero.
-public struct ActivityCounterBehavior: RequestBehavior {
+public struct ActivityCounterBehavior: SendObserving, SuccessObserving, FailureObserving {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 

@@ -52,7 +52,7 @@ public import Foundation
 ///     AuthTokenBehavior(tokens: store, refresher: SessionRefresher(client: { client }, store: store))
 /// }
 /// ```
-public struct AuthTokenBehavior: RequestBehavior {
+public struct AuthTokenBehavior: HeaderAdding, RetryDeciding {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 

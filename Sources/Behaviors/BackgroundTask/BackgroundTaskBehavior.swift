@@ -21,7 +21,7 @@ public import ConveyorPipeline
 /// UIKit requires.) Interrupting the attempt in flight runs each attempt in a task of its own
 /// (BENCHMARKS.md gives the cost); pass `interruptsInFlightAttempt: false` to let an attempt in
 /// flight finish on its own instead (a backoff wait still ends at once).
-public struct BackgroundTaskBehavior: RequestBehavior {
+public struct BackgroundTaskBehavior: SendObserving, SuccessObserving, FailureObserving {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 

@@ -33,7 +33,7 @@ public import Foundation
 /// failures, are not run for a hit. Register it after the behaviors that add headers it should
 /// key on (`Authorization`, `Accept-Language` for a `Vary`). Each attempt records a
 /// ``CacheOutcome`` in the context.
-public struct CacheBehavior: RequestBehavior {
+public struct CacheBehavior: AttemptIntercepting {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
     /// Where responses are kept.

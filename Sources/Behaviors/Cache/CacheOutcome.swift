@@ -5,7 +5,7 @@ public import ConveyorPipeline
 /// before the cache sees it in `validate`, `afterSuccess` or `afterFailure`.
 ///
 /// ```swift
-/// struct CacheMetricsBehavior: RequestBehavior {
+/// struct CacheMetricsBehavior: SuccessObserving {
 ///     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
 ///         if context[CacheOutcome.self] == .hit { print("served from the cache") }
 ///     }

@@ -23,7 +23,7 @@ public import Foundation
 /// another origin. `Set-Cookie` is read from every attempt's response, errors included; a
 /// redirect the transport follows on its own is not seen, so a cookie set by an intermediate hop
 /// is not kept.
-public struct CookieBehavior: RequestBehavior {
+public struct CookieBehavior: HeaderAdding, AttemptIntercepting {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
     /// Where the cookies are kept.

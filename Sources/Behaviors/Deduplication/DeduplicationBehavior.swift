@@ -34,7 +34,7 @@ public import ConveyorPipeline
 /// Every copy of a value shares one table of calls in flight: create the behavior once, in the
 /// client's list (a behavior made per request shares nothing). Neither its description nor
 /// `dump` shows a request or a header.
-public struct DeduplicationBehavior: RequestBehavior {
+public struct DeduplicationBehavior: AttemptIntercepting {
     /// `X-Request-ID`, `X-Correlation-ID`, `traceparent`, `tracestate` and `Idempotency-Key`:
     /// headers that differ on every request without changing what the server answers.
     public static let defaultIgnoredHeaders = [

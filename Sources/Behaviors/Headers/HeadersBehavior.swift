@@ -23,7 +23,7 @@ public import Foundation
 /// ```swift
 /// HeadersBehavior(["X-Tenant-Key": key], sensitive: ["X-Tenant-Key"])
 /// ```
-public struct HeadersBehavior: RequestBehavior {
+public struct HeadersBehavior: HeaderAdding, RequestModifying {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 

@@ -17,7 +17,7 @@ public enum IdempotencyKey: RequestContextKey {
 ///     RetryBehavior(.exponentialBackoff(maxAttempts: 3))
 /// }
 /// ```
-public struct IdempotencyKeyBehavior: RequestBehavior {
+public struct IdempotencyKeyBehavior: HeaderAdding {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 

@@ -22,7 +22,7 @@ public import ConveyorPipeline
 ///
 /// Only the lines the sink accepts (``LogSink/accepts(_:)``) are built: attempts are `.debug`,
 /// successes `.info`, failures `.error`. A sink that drops `.debug` pays nothing per attempt.
-public struct LoggingBehavior: RequestBehavior {
+public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserving {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 

@@ -14,7 +14,7 @@ public import Foundation
 /// The waits happen on the client's clock (`NetworkClient.Configuration.clock`), so tests pass an
 /// `ImmediateClock` and assert the exact schedule. A cancelled request never retries, and a
 /// cancelled wait ends at once.
-public struct RetryBehavior: RequestBehavior {
+public struct RetryBehavior: RetryDeciding {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 

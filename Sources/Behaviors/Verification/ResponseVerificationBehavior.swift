@@ -17,7 +17,7 @@ public import Foundation
 /// from another caller's call must echo *a* nonce (that request's, checked when it came from the
 /// network; a captive portal's page echoes none), not this attempt's; and the nonce is left out
 /// of de-duplication's identity.
-public struct ResponseVerificationBehavior: RequestBehavior {
+public struct ResponseVerificationBehavior: HeaderAdding, ResponseValidating {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 

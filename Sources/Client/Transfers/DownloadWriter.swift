@@ -290,7 +290,7 @@ final class DownloadWriter: ResponseBodyTaker {
 
 /// Asks for the rest of a partly downloaded body on every attempt: `Range` and `If-Range` (so a
 /// changed resource comes back whole). Added by ``NetworkClient/download(_:to:maxSize:)``.
-struct ResumeDownloadBehavior: RequestBehavior {
+struct ResumeDownloadBehavior: RequestModifying {
     let writer: DownloadWriter
 
     var name: String { "ResumeDownload" }

@@ -126,7 +126,7 @@ extension NetworkClient {
         try prepare(httpRequest)
         let plan =
             request.exclusions.isEmpty && request.behaviors.isEmpty
-            ? behaviors.plan() : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
+            ? behaviors.plan : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
         let targetsBase = !absolute || Origin(httpRequest.url) == baseScope?.origin
         let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
         httpRequest.transfer = Self.transfer(taker: taker, request: request, plan: plan, context: context)
