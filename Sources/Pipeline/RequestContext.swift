@@ -154,7 +154,7 @@ public final class RequestContext: Sendable {
     }
 
     /// Whether a credential may go with this request: to the client's base origin, or to one of
-    /// `allowed`. Credential behaviors call it before adding a header (DESIGN rule 11).
+    /// `allowed`. Credential behaviors call it before adding a header (contract rule 11).
     /// - Parameter allowed: Other origins the credential may go to.
     public func credentialsAllowed(alsoTo allowed: Set<Origin>) -> Bool {
         if targetsBaseOrigin { return true }

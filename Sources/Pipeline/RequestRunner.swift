@@ -51,6 +51,10 @@ package struct RequestRunner: Sendable {
     ///   must the retry decision after a failed attempt; a step that overruns is abandoned.
     ///   Cancellation ends every step and wait at once. `beforeSend`, `afterSuccess` and
     ///   `afterFailure` always run to completion in the caller's task (they keep the balance).
+    ///
+    /// Every attempt goes through ``attempt(_:plan:context:timeout:began:)``, and a request ends in
+    /// exactly two places: `afterSuccess` after a decoded response, `afterFailure` after
+    /// ``afterFailedAttempt(_:response:attempt:request:plan:context:timeout:)`` says it ends.
     package func run<Output>(
         _ request: HTTPRequest, plan: HookPlan, context: RequestContext,
         decode: (HTTPResponse) throws -> Output
@@ -59,145 +63,89 @@ package struct RequestRunner: Sendable {
         var began = false
         let timeout = request.timeout?.clampedForConveyor
         while true {
-            var failure: NetworkError
-            var response: HTTPResponse?
-            let (cancelled, interruptible) = context.cancellationState
-            if cancelled || Task.isCancelled {
-                failure = .cancelled
-            } else if timeout == .zero {
-                failure = .timedOut  // no time at all (a zero or negative timeout): nothing is sent
-            } else if timeout == nil && !interruptible {
-                // The common case, written out here so it stays one async frame: hooks run
-                // directly in the caller's task, and so does a transport that honors
-                // cancellation. No task is created.
+            let failure: NetworkError
+            let response: HTTPResponse?
+            switch await self.attempt(request, plan: plan, context: context, timeout: timeout, began: &began) {
+            case .received(let received):
                 do throws(NetworkError) {
-                    // Preparing, as `prepare` does, written out so it stays in this frame.
-                    var prepared = request
-                    if !plan.additionalHeaders.isEmpty {
-                        Self.add(try await plan.runAdditionalHeaders(for: request, context: context), to: &prepared)
-                    }
-                    if !plan.modify.isEmpty { try await plan.runModify(&prepared, context: context) }
-                    try Self.checkHeaders(of: prepared)
-                    if !began {
-                        began = true
-                        if !plan.beforeSend.isEmpty { await plan.runBeforeSend(prepared, context: context) }
-                    }
-                    // One read of the context for both: a hook may have cancelled the request or
-                    // made it interruptible.
-                    let (cancelled, nowInterruptible) = context.cancellationState
-                    if cancelled || Task.isCancelled { throw .cancelled }
-                    let received: HTTPResponse
-                    if nowInterruptible || !transportHonorsCancellation {
-                        switch await guardedExchange(
-                            prepared, plan: plan, context: context, deadline: nil, interruptible: nowInterruptible)
-                        {
-                        case .received(let answer): received = answer
-                        case .failed(let error, let kept):
-                            response = kept
-                            throw error
-                        }
-                    } else {
-                        if plan.intercept.isEmpty {
-                            received = try await sendDirectly(prepared)
-                        } else {
-                            received = try await intercepted(prepared, plan: plan, context: context, step: nil)
-                        }
-                        if !plan.validate.isEmpty {
-                            do throws(NetworkError) {
-                                try await plan.runValidate(received, context: context)
-                            } catch {
-                                response = received  // kept for `retryDecision`
-                                throw error
-                            }
-                        }
-                    }
-                    do throws(NetworkError) {
-                        let output = try Self.decodeOutput(received, decode)
-                        if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(received, context: context) }
-                        return output
-                    } catch {
-                        response = received
-                        throw error
-                    }
+                    let output = try Self.decodeOutput(received, decode)
+                    if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(received, context: context) }
+                    return output
                 } catch {
                     failure = error
+                    response = received  // kept for `retryDecision`
                 }
-            } else {
-                switch await guardedAttempt(
-                    request, plan: plan, context: context, deadline: timeout.map { Deadline(after: $0, on: timeoutClock) },
-                    interruptible: interruptible, began: &began)
-                {
-                case .received(let received):
-                    do throws(NetworkError) {
-                        let output = try Self.decodeOutput(received, decode)
-                        if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(received, context: context) }
-                        return output
-                    } catch {
-                        failure = error
-                        response = received  // kept for `retryDecision`
-                    }
-                case .failed(let error, let kept):
-                    failure = error
-                    response = kept
-                }
+            case .failed(let error, let kept):
+                failure = error
+                response = kept
             }
-
-            // Failure path: stop, or ask the chain whether to try again.
+            // Nothing was sent and no `beforeSend` ran: no once-per-request hook follows.
             guard began else { throw failure }
-            if failure.isCancellation || Task.isCancelled || context.isCancelled {
-                await plan.runAfterFailure(.cancelled, context: context)
-                throw .cancelled
-            }
-            guard attempt < attemptLimit, !plan.retryDecision.isEmpty else {
-                await plan.runAfterFailure(failure, context: context)
-                throw failure
-            }
-            let decision: RetryDecision
-            switch await decide(
-                after: failure, response: response ?? failure.response, plan: plan, context: context, timeout: timeout)
+            switch await afterFailedAttempt(
+                failure, response: response ?? failure.response, attempt: attempt, request: request, plan: plan,
+                context: context, timeout: timeout)
             {
-            case .finished(let answer): decision = answer
-            case .timedOut: failure = .timedOut; decision = .doNotRetry
-            case .cancelled: failure = .cancelled; decision = .doNotRetry
+            case .retry:
+                attempt += 1
+                context.setAttempt(attempt)
+            case .end(let final):
+                await plan.runAfterFailure(final, context: context)
+                throw final
             }
-            if failure.isCancellation || Task.isCancelled || context.isCancelled {
-                await plan.runAfterFailure(.cancelled, context: context)
-                throw .cancelled
-            }
-            guard case .retry(let delay) = decision else {
-                await plan.runAfterFailure(failure, context: context)
-                throw failure
-            }
-            if let reason = Self.retryForbiddenReason(request) {
-                failure = .notRetryable(after: failure, reason: reason)
-                await plan.runAfterFailure(failure, context: context)
-                throw failure
-            }
-            let wait = delay.clampedForConveyor
-            if wait > .zero, await !backoff(wait, context: context) {
-                await plan.runAfterFailure(.cancelled, context: context)
-                throw .cancelled
-            }
-            if Task.isCancelled || context.isCancelled {
-                await plan.runAfterFailure(.cancelled, context: context)
-                throw .cancelled
-            }
-            attempt += 1
-            context.setAttempt(attempt)
         }
     }
 
-    /// One attempt under a deadline or on an interruptible context, in guarded steps: the whole
-    /// attempt in one, except the first attempt of a chain with `beforeSend` hooks, which is
-    /// prepared in one step and sent in another (`beforeSend` runs between them, in the caller's
-    /// task, since it must run to completion). Sets `began` once the first attempt is prepared.
-    func guardedAttempt(
-        _ request: HTTPRequest, plan: HookPlan, context: RequestContext, deadline: Deadline?, interruptible: Bool,
-        began: inout Bool
+    /// What follows a failed attempt.
+    enum AfterFailure {
+        /// Send the request again.
+        case retry
+        /// The request ends with this error (`afterFailure` runs with it).
+        case end(NetworkError)
+    }
+
+    /// Decides what follows a failed attempt: cancellation ends the request; otherwise the chain's
+    /// `retryDecision` is asked (under the request's timeout), and a retry waits its backoff.
+    func afterFailedAttempt(
+        _ failure: NetworkError, response: HTTPResponse?, attempt: Int, request: HTTPRequest, plan: HookPlan,
+        context: RequestContext, timeout: Duration?
+    ) async -> AfterFailure {
+        if failure.isCancellation || Task.isCancelled || context.isCancelled { return .end(.cancelled) }
+        guard attempt < attemptLimit, !plan.retryDecision.isEmpty else { return .end(failure) }
+        var failure = failure
+        let decision: RetryDecision
+        switch await decide(after: failure, response: response, plan: plan, context: context, timeout: timeout) {
+        case .finished(let answer): decision = answer
+        case .timedOut: failure = .timedOut; decision = .doNotRetry
+        case .cancelled: failure = .cancelled; decision = .doNotRetry
+        }
+        if failure.isCancellation || Task.isCancelled || context.isCancelled { return .end(.cancelled) }
+        guard case .retry(let delay) = decision else { return .end(failure) }
+        if let reason = Self.retryForbiddenReason(request) { return .end(.notRetryable(after: failure, reason: reason)) }
+        let wait = delay.clampedForConveyor
+        if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
+        if Task.isCancelled || context.isCancelled { return .end(.cancelled) }
+        return .retry
+    }
+
+    /// One attempt, whatever the transport and the guard: prepares it, runs `beforeSend` once
+    /// the request's first attempt is prepared, sends it and judges the response.
+    ///
+    /// A phase runs in a ``GuardedStep`` when something must be able to end it early: a deadline
+    /// (the request's timeout), an interruptible context, or (for the send) a transport that does
+    /// not honor cancellation. Otherwise it runs directly in the caller's task, with no task
+    /// created. A guarded attempt with nothing to run between preparing and sending (a retry, or a
+    /// chain without `beforeSend`) is one step. Sets `began` once the first attempt is prepared.
+    func attempt(
+        _ request: HTTPRequest, plan: HookPlan, context: RequestContext, timeout: Duration?, began: inout Bool
     ) async -> Exchange {
+        let (cancelled, interruptible) = context.cancellationState
+        if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
+        if timeout == .zero { return .failed(.timedOut, nil) }  // no time at all: nothing is sent
+        let deadline = timeout.map { Deadline(after: $0, on: timeoutClock) }
+        let guarded = deadline != nil || interruptible
         let interrupter = interruptible ? context : nil
-        if began || plan.beforeSend.isEmpty {
-            // Nothing runs between preparing and sending: one step for the whole attempt.
+
+        if guarded && (began || plan.beforeSend.isEmpty) {
             let (outcome, checkpoints, cancelledItself) = await GuardedStep.run(
                 deadline: deadline, cancelledBy: interrupter
             ) { step in
@@ -209,13 +157,7 @@ package struct RequestRunner: Sendable {
         }
 
         let prepared: HTTPRequest
-        if plan.additionalHeaders.isEmpty && plan.modify.isEmpty {
-            do throws(NetworkError) {
-                prepared = try await prepare(request, plan: plan, context: context, step: nil)  // no hook to guard
-            } catch {
-                return .failed(error, nil)
-            }
-        } else {
+        if guarded && !(plan.additionalHeaders.isEmpty && plan.modify.isEmpty) {
             let (outcome, _, cancelledItself) = await GuardedStep.run(deadline: deadline, cancelledBy: interrupter) {
                 step -> Result<HTTPRequest, NetworkError> in
                 do throws(NetworkError) {
@@ -233,13 +175,26 @@ package struct RequestRunner: Sendable {
             case .timedOut: return .failed(.timedOut, nil)
             case .cancelled: return .failed(.cancelled, nil)
             }
+        } else {
+            do throws(NetworkError) {
+                prepared = try await prepare(request, plan: plan, context: context, step: nil)
+            } catch {
+                return .failed(error, nil)
+            }
         }
-        began = true
-        await plan.runBeforeSend(prepared, context: context)
-        let (cancelled, nowInterruptible) = context.cancellationState
-        if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
-        return await guardedExchange(
-            prepared, plan: plan, context: context, deadline: deadline, interruptible: nowInterruptible)
+        if !began {
+            began = true
+            if !plan.beforeSend.isEmpty { await plan.runBeforeSend(prepared, context: context) }
+        }
+        // One read of the context for both: a hook may have cancelled the request or made it
+        // interruptible.
+        let (cancelledNow, nowInterruptible) = context.cancellationState
+        if cancelledNow || Task.isCancelled { return .failed(.cancelled, nil) }
+        if deadline != nil || nowInterruptible || !transportHonorsCancellation {
+            return await guardedExchange(
+                prepared, plan: plan, context: context, deadline: deadline, interruptible: nowInterruptible)
+        }
+        return await exchange(prepared, plan: plan, context: context, step: nil)
     }
 
     /// Sends and judges a prepared attempt in a guarded step.
@@ -279,13 +234,13 @@ package struct RequestRunner: Sendable {
     }
 
     /// Sends a prepared attempt and judges the response: size, acceptable status, then
-    /// `validate` hooks (last to first).
+    /// `validate` hooks (last to first). `step` is the guarded step it runs in, if any.
     @inline(__always)
-    func exchange(_ prepared: HTTPRequest, plan: HookPlan, context: RequestContext, step: GuardedStep<Exchange>) async
-        -> Exchange
+    func exchange(_ prepared: HTTPRequest, plan: HookPlan, context: RequestContext, step: GuardedStep<Exchange>?)
+        async -> Exchange
     {
         // An abandoned step never sends: the caller already has its answer.
-        if !step.checkpoint() { return .failed(.cancelled, nil) }
+        if let step, !step.checkpoint() { return .failed(.cancelled, nil) }
         let received: HTTPResponse
         do throws(NetworkError) {
             if plan.intercept.isEmpty {

@@ -1,6 +1,6 @@
 public import Foundation
 
-/// The one list of header names whose values are credentials (DESIGN rule 11). It drives three
+/// The one list of header names whose values are credentials (contract rule 11). It drives three
 /// things: a cross-origin redirect strips these headers, every rendering (`description`, `dump`,
 /// log lines, `curlCommand()`) shows `***` for their values, and the credential behaviors add
 /// them only for the origins they are scoped to.

@@ -5,7 +5,7 @@ import ConveyorTesting
 import Foundation
 import Testing
 
-/// The framing rules every transport is held to, checked above the transport (DESIGN rule 17).
+/// The framing rules every transport is held to, checked above the transport (contract rule 17).
 @Suite struct FramingPolicyTests {
     func outcome(_ headers: HTTPHeaders) -> String {
         do throws(NetworkError) {

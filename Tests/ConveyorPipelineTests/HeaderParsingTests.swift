@@ -3,7 +3,7 @@ import ConveyorTestSupport
 import Foundation
 import Testing
 
-/// The parsers of header values a server sends (DESIGN rule 17): HTTP dates, `Content-Range`,
+/// The parsers of header values a server sends (contract rule 17): HTTP dates, `Content-Range`,
 /// `Content-Type`. Each is checked against the RFC's examples, against a reference where one
 /// exists (valid input only: the reference itself traps on hostile input on Linux), and with
 /// generated hostile bytes, which must give `nil` or a sane value, never a trap.

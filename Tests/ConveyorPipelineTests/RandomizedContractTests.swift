@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 // Randomized contract test: a seeded generator builds scenarios, and a small reference model
-// written from DESIGN.md's contract predicts the exact hook trace and outcome; the engine must
+// written from the contract in Docs/Architecture.md predicts the exact hook trace and outcome; the engine must
 // produce exactly that. Independent invariants (balance, nothing after the outcome, attempt cap)
 // are checked on the real trace too.
 //

@@ -7,7 +7,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-/// DESIGN rule 11: a credential goes only to the origins it is scoped to, and no redirect
+/// contract rule 11: a credential goes only to the origins it is scoped to, and no redirect
 /// carries it to another one. Each kind of credential a user can configure is tried, against two
 /// real servers on different ports (different origins).
 @Suite struct CredentialScopeTests {

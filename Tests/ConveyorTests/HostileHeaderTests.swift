@@ -4,7 +4,7 @@ import ConveyorTesting
 import Foundation
 import Testing
 
-/// DESIGN rule 17 end to end: the local server answers with non-ASCII and invalid-UTF-8 bytes in
+/// contract rule 17 end to end: the local server answers with non-ASCII and invalid-UTF-8 bytes in
 /// `Retry-After`, `Date`, `Expires`, `Last-Modified`, `Vary` and `Content-Type`, through the
 /// behaviors that read those headers (retry, cache, logging with a body preview). Every request
 /// ends with a response or a typed error, and the process lives: until Conveyor read dates by

@@ -19,7 +19,7 @@ import Testing
             }
         }
         let declared = Set(starts.map(\.name))
-        #expect(declared.count == 14)
+        #expect(declared.count == 13)
 
         let compiler = try await SnippetCompiler.make()
         defer { compiler.remove() }

@@ -8,7 +8,7 @@ import Testing
     import FoundationNetworking
 #endif
 
-// DESIGN rule 12, hunted rather than listed: a seeded generator places known secrets in every
+// contract rule 12, hunted rather than listed: a seeded generator places known secrets in every
 // place a user can put one (a bearer token, a custom auth header, X-API-Key, a header marked
 // sensitive, a cookie, URL user info, an `api_key` query item, a `password` form or JSON field),
 // a transport echoes all of them back in every encoding (raw, JSON-escaped, percent- and

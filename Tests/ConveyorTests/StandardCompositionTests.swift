@@ -45,7 +45,7 @@ import Testing
     }
 
     /// Counts each request's outcome hooks: exactly one per request whose `beforeSend` ran
-    /// (DESIGN rule 5; a task cancelled before its first attempt began ends with no hook).
+    /// (contract rule 5; a task cancelled before its first attempt began ends with no hook).
     struct Outcomes: SendObserving, SuccessObserving, FailureObserving {
         let ended: Locked<[UInt64: Int]>
         let began: Locked<Set<UInt64>>

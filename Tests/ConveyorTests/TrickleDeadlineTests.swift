@@ -4,7 +4,7 @@ import ConveyorTesting
 import Foundation
 import Testing
 
-/// Deadlines are absolute (DESIGN rule 10): a response that arrives a byte at a time never
+/// Deadlines are absolute (contract rule 10): a response that arrives a byte at a time never
 /// outlives the per-attempt timeout, under any chain of the standard behaviors, with requests
 /// that retry and that join a shared call. Every trickle below lasts at least twice the timeout,
 /// so a success would mean an attempt outlived its deadline; the server's pace is the only real

@@ -1,5 +1,5 @@
 /// The framing cases of Tests/Server/server.py (`/framing/<kind>`) and what every transport must
-/// make of each (DESIGN rule 17: one framing policy above the transport). `"200"` is a response;
+/// make of each (contract rule 17: one framing policy above the transport). `"200"` is a response;
 /// anything else is a `NetworkError.caseName`. Shared by the URLSession tests and the
 /// AsyncHTTPClient tests, so both are held to one table.
 public enum FramingCases {

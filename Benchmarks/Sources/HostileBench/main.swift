@@ -1,4 +1,4 @@
-// Each parser of outside bytes at 1 KB, 16 KB and 64 KB of hostile input (DESIGN rule 17: total
+// Each parser of outside bytes at 1 KB, 16 KB and 64 KB of hostile input (contract rule 17: total
 // and linear). Every row runs the real path: a `NetworkClient` whose in-memory transport answers
 // with the hostile header or body, through the behavior that reads it (retry, cache, logging), or
 // the public function itself. The client's fixed cost (the same client answered with a benign

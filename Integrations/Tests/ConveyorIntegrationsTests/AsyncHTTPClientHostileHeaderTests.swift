@@ -4,7 +4,7 @@ import Foundation
 import IntegrationsTestSupport
 import Testing
 
-/// DESIGN rule 17 on AsyncHTTPClient: the local server answers with non-ASCII and invalid-UTF-8
+/// contract rule 17 on AsyncHTTPClient: the local server answers with non-ASCII and invalid-UTF-8
 /// bytes in `Retry-After`, `Date`, `Expires`, `Last-Modified`, `Vary` and `Content-Type`
 /// (Tests/Server/server.py, `/hostile`), through retry, cache and logging. Every request ends
 /// with a response or a typed error and the process lives, with the same outcomes as on

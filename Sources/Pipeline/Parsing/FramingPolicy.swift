@@ -1,5 +1,5 @@
 /// What a received response head must satisfy, checked once above every transport so that all
-/// transports accept and refuse the same responses (DESIGN rule 17):
+/// transports accept and refuse the same responses (contract rule 17):
 ///
 /// - **One `Content-Length`** (RFC 9112 §6.3): a response with two `Content-Length` fields, or
 ///   one whose value is a list (`2, 9`, which is how FoundationNetworking hands over two
