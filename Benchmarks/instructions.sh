@@ -25,27 +25,7 @@ trap 'rm -rf "$out"' EXIT
 
 count() {  # scenario requests -> "instructions mallocs"
     valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$out/cg" "$binary" "$1" "$2" >"$out/log" 2>&1
-    instructions=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$out/log")
-    mallocs=$(python3 - "$out/cg" <<'PY'
-import re, sys
-# Calls are listed under the callee's "cfn=" line; names are compressed to "(id)" after first use.
-names, target, total = {}, None, 0
-wanted = {"malloc", "calloc", "realloc", "posix_memalign", "aligned_alloc", "memalign"}
-for line in open(sys.argv[1], errors="replace"):
-    if line.startswith(("fn=", "cfn=")):
-        m = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line.strip())
-        if m and m.group(2):
-            names[m.group(1)] = m.group(2)
-        if line.startswith("cfn="):
-            target = names.get(m.group(1), "") if m else line.strip()[4:]
-    elif line.startswith("calls=") and target is not None:
-        if target.split(" ")[0] in wanted:
-            total += int(line.split("=")[1].split()[0])
-        target = None
-print(total)
-PY
-)
-    echo "$instructions $mallocs"
+    python3 Benchmarks/callgrind_counts.py "$out/cg"
 }
 
 echo "| scenario | instructions per request | mallocs per request |"

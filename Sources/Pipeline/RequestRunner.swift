@@ -135,6 +135,8 @@ package struct RequestRunner: Sendable {
     /// not honor cancellation. Otherwise it runs directly in the caller's task, with no task
     /// created. A guarded attempt with nothing to run between preparing and sending (a retry, or a
     /// chain without `beforeSend`) is one step. Sets `began` once the first attempt is prepared.
+    /// Inlined into the loop, so the common case stays one async frame.
+    @inline(__always)
     func attempt(
         _ request: HTTPRequest, plan: HookPlan, context: RequestContext, timeout: Duration?, began: inout Bool
     ) async -> Exchange {
@@ -369,6 +371,7 @@ package struct RequestRunner: Sendable {
 
     /// Builds one attempt: behavior headers (explicit request headers win), then `modify`,
     /// then header validation.
+    @inline(__always)
     func prepare(
         _ request: HTTPRequest, plan: HookPlan, context: RequestContext, step: (any StepSignal)?
     ) async throws(NetworkError) -> HTTPRequest {
