@@ -98,7 +98,7 @@ public final class NetworkClient: NetworkClientProtocol {
     /// Set when the base URL cannot make request URLs; every relative request then fails with it.
     private let baseURLProblem: String?
     /// The base URL's origin: where credential behaviors send credentials by default.
-    let baseScope: OriginScope?
+    let baseScope: ClientScope
     /// URLs built for relative paths, so repeated paths skip URL parsing.
     let urlCache = PathURLCache()
 
@@ -126,7 +126,7 @@ public final class NetworkClient: NetworkClientProtocol {
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURLString = base
         self.baseURLProblem = Self.problem(with: baseURL)
-        self.baseScope = Origin(baseURL).map(OriginScope.init)
+        self.baseScope = ClientScope(origin: Origin(baseURL))
     }
 
     /// Why a base URL cannot make request URLs, or `nil` when it can. The text names the parts,
@@ -180,7 +180,7 @@ public final class NetworkClient: NetworkClientProtocol {
             request.exclusions.isEmpty && request.behaviors.isEmpty
             ? behaviors.plan : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
         // A relative path is on the base origin by construction; only an absolute URL is parsed.
-        let targetsBase = !absolute || Origin(httpRequest.url) == baseScope?.origin
+        let targetsBase = !absolute || Origin(httpRequest.url) == baseScope.origin
         let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
         if request.progress != nil || !plan.progressObservers.isEmpty {
             httpRequest.transfer = Self.transfer(taker: nil, request: request, plan: plan, context: context)

@@ -38,8 +38,6 @@ package final class StreamingExchange: TaskExchange {
     static let memoryLimit = 2 << 20
     /// Bytes at the head of the queue that stay in memory when the rest is spilled.
     static let keptInMemory = 512 << 10
-    /// Bytes that ever waited in a spill file, process-wide (tests check the slow path ran).
-    package static let spilledBytes = Locked<Int64>(0)
     /// Consecutive chunks are handed on joined, up to this many bytes: fewer, larger writes.
     static let batch = 256 << 10
 
@@ -79,8 +77,15 @@ package final class StreamingExchange: TaskExchange {
     private let completing = Locked(false)
     private let started = ContinuousClock.now
 
-    init(request: HTTPRequest, transfer: TransferHandler, session: URLSession, redirectsBefore: Int) {
+    /// The transport's count of bytes that ever waited in a spill file.
+    private let spilled: Locked<Int64>
+
+    init(
+        request: HTTPRequest, transfer: TransferHandler, session: URLSession, redirectsBefore: Int,
+        spilled: Locked<Int64>
+    ) {
         self.request = request
+        self.spilled = spilled
         self.transfer = transfer
         self.session = session
         self.redirectsBefore = redirectsBefore
@@ -188,7 +193,7 @@ package final class StreamingExchange: TaskExchange {
                 }
                 return state.waiter.take()
             }
-            Self.spilledBytes.withLock { $0 += Int64(count) }
+            spilled.withLock { $0 += Int64(count) }
             waiter?.resume()
             if failure != nil { return }
         }

@@ -67,6 +67,9 @@ public final class URLSessionTransport: HTTPTransport {
     }
 
     private let delegate: SessionDelegate
+    /// Bytes of this transport's streamed responses that ever waited in a spill file (a slow
+    /// reader): per transport, read by tests that check the slow path ran.
+    package let spilledBytes = Locked<Int64>(0)
     /// Why every request fails: a credential header in the configuration (see the type's discussion).
     private let setupProblem: String?
 
@@ -139,7 +142,8 @@ public final class URLSessionTransport: HTTPTransport {
                 }
             if let transfer = request.transfer, transfer.takesBodies {
                 exchange = StreamingExchange(
-                    request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar)
+                    request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar,
+                    spilled: spilledBytes)
             } else {
                 exchange = DataTaskExchange(request: hop, session: session, redirectsBefore: redirectsSoFar)
             }

@@ -16,9 +16,10 @@ public protocol RequestContextKey: Sendable {
     static var defaultValue: Value { get }
 }
 
-/// A number that identifies one logical request (all its attempts) within this process.
+/// A number that identifies one logical request (all its attempts) among the requests of the
+/// client that sent it. Each client counts from 1: nothing is shared between clients.
 public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible {
-    /// The raw number, increasing from 1.
+    /// The raw number, increasing from 1 per client.
     public let rawValue: UInt64
 
     /// Creates an identifier from a raw number.
@@ -30,13 +31,6 @@ public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible
 
     /// Orders identifiers by their number.
     public static func < (lhs: RequestID, rhs: RequestID) -> Bool { lhs.rawValue < rhs.rawValue }
-
-    private static let counter = Locked<UInt64>(0)
-
-    /// The next identifier in this process (thread-safe, increasing).
-    public static func next() -> RequestID {
-        RequestID(rawValue: counter.withLock { $0 += 1; return $0 })
-    }
 }
 
 /// The state of one logical request, shared by every behavior's hooks across all its attempts.
@@ -106,11 +100,12 @@ public final class RequestContext: Sendable {
     // access.
     @usableFromInline let state = Locked(State())
 
-    /// Identifies this logical request (the same for all attempts). Assigned when first read,
-    /// so requests that never read it take no process-wide lock.
+    /// Identifies this logical request (the same for all attempts) among its client's requests.
+    /// Assigned when first read, from the client's counter, so requests that never read it touch
+    /// nothing shared. A context made without a client counts on its own (its first ID is `#1`).
     public var requestID: RequestID {
         if let id = state.withLock({ $0.requestID }) { return id }
-        let fresh = RequestID.next()
+        let fresh = scope.nextRequestID()
         return state.withLock { state in
             if let id = state.requestID { return id }
             state.requestID = fresh
@@ -123,11 +118,11 @@ public final class RequestContext: Sendable {
 
     /// The origin of the sending client's base URL, which credential behaviors scope their
     /// headers to by default; `nil` when the request was not sent by a client with a base URL.
-    public var baseOrigin: Origin? { scope?.origin }
+    public var baseOrigin: Origin? { scope.origin }
 
-    /// The base origin, boxed: the client makes it once, and each request stores one reference
-    /// instead of copying the origin's strings.
-    private let scope: OriginScope?
+    /// What the sending client shares with its requests (its base origin, its request-ID
+    /// counter): made once per client, and each request stores one reference.
+    private let scope: ClientScope
 
     /// Whether the request, as the caller made it, goes to ``baseOrigin`` (a relative path, or
     /// an absolute URL on the same scheme, host and port). `true` when there is no base origin.
@@ -142,14 +137,14 @@ public final class RequestContext: Sendable {
     public convenience init(
         request: HTTPRequest, requestID: RequestID? = nil, baseOrigin: Origin? = nil, targetsBaseOrigin: Bool = true
     ) {
-        self.init(request: request, requestID: requestID, scope: baseOrigin.map(OriginScope.init), targetsBaseOrigin: targetsBaseOrigin)
+        self.init(request: request, requestID: requestID, scope: ClientScope(origin: baseOrigin), targetsBaseOrigin: targetsBaseOrigin)
     }
 
-    /// Creates a context with a client's boxed base origin.
-    package init(request: HTTPRequest, requestID: RequestID? = nil, scope: OriginScope?, targetsBaseOrigin: Bool) {
+    /// Creates a context for a request of the client that `scope` belongs to.
+    package init(request: HTTPRequest, requestID: RequestID? = nil, scope: ClientScope, targetsBaseOrigin: Bool) {
         self.originalRequest = request
         self.scope = scope
-        self.targetsBaseOrigin = scope == nil || targetsBaseOrigin
+        self.targetsBaseOrigin = scope.origin == nil || targetsBaseOrigin
         if let requestID { state.withLock { $0.requestID = requestID } }
     }
 
@@ -251,8 +246,15 @@ extension RequestContext: CustomReflectable {
     }
 }
 
-/// A client's base origin, made once per client and shared by its requests' contexts.
-package final class OriginScope: Sendable {
-    package let origin: Origin
-    package init(_ origin: Origin) { self.origin = origin }
+/// What a client shares with its requests' contexts: its base origin and its request-ID counter.
+/// Made once per client; never shared between clients.
+package final class ClientScope: Sendable {
+    package let origin: Origin?
+    private let lastRequestID = Locked<UInt64>(0)
+    package init(origin: Origin?) { self.origin = origin }
+
+    /// The next request identifier of this client.
+    func nextRequestID() -> RequestID {
+        RequestID(rawValue: lastRequestID.withLock { $0 += 1; return $0 })
+    }
 }

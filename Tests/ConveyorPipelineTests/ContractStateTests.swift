@@ -44,7 +44,30 @@ import Testing
         context.update(Count.self) { $0 += 1 }
         #expect(context[Count.self] == 4)
         #expect(context[Name.self] == "none")
-        #expect(RequestContext(request: HTTPRequest(url: testBaseURL)).requestID != context.requestID)
+        // A context made without a client counts on its own.
+        #expect(context.requestID == RequestID(rawValue: 1))
+    }
+
+    /// Request IDs are per client: each counts from #1, and one client's requests never move
+    /// another's counter (no process-wide state).
+    @Test func requestIDsArePerClient() async throws {
+        let mock = MockTransport()
+        mock.stub(nil, "/api/x", reply: .status(200))
+        let seen = Locked<[String]>([])
+        struct Tag: SendObserving {
+            let label: String
+            let seen: Locked<[String]>
+            func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
+                seen.withLock { $0.append("\(label)\(context.requestID)") }
+            }
+        }
+        let first = makeClient(mock) { Tag(label: "a", seen: seen) }
+        let second = makeClient(mock) { Tag(label: "b", seen: seen) }
+        try await first.send(Request<Void>(path: "/x"))
+        try await first.send(Request<Void>(path: "/x"))
+        try await second.send(Request<Void>(path: "/x"))
+        try await first.send(Request<Void>(path: "/x"))
+        #expect(seen.withLock { $0 } == ["a#1", "a#2", "b#1", "a#3"])
     }
 
     @Test func aRequestCanLeaveOutAClientBehaviorByTypeOrName() async throws {

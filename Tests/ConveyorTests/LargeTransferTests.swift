@@ -48,10 +48,12 @@ import Testing
     func aSlowReaderHoldsTheTransferBack() async throws {
         try await LocalServer.withServer { server in
             let total = 192 << 20
-            let spilledBefore = StreamingExchange.spilledBytes.withLock { $0 }
+            let transport = URLSessionTransport(configuration: .ephemeral)
             let (read, before, peak) = try await ResourceUsage.peakResidentMB { () async throws -> Int in
                 // Not paced: FoundationNetworking's backlog of received chunks is bounded too.
-                let streamed = try await client(server).stream(
+                let client = NetworkClient(
+                    baseURL: server.baseURL, transport: transport, configuration: .init(clock: ImmediateClock()))
+                let streamed = try await client.stream(
                     Request<Data>(path: "/blob", query: ["bytes": total, "chunk": 65_536]))
                 var read = 0
                 for try await chunk in streamed.body {
@@ -68,7 +70,7 @@ import Testing
                 return read
             }
             #expect(read == total)
-            let spilled = StreamingExchange.spilledBytes.withLock { $0 } - spilledBefore
+            let spilled = transport.spilledBytes.withLock { $0 }
             print("RESOURCES stream 192 MiB to a slow reader: RSS \(before) MB, peak \(peak) MB, \(spilled >> 20) MiB waited on disk")
             #expect(spilled > 0)  // the reader was behind: the slow path ran
             #expect(peak - before < 100)  // about half the body: memory does not follow its size

@@ -127,7 +127,7 @@ extension NetworkClient {
         let plan =
             request.exclusions.isEmpty && request.behaviors.isEmpty
             ? behaviors.plan : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
-        let targetsBase = !absolute || Origin(httpRequest.url) == baseScope?.origin
+        let targetsBase = !absolute || Origin(httpRequest.url) == baseScope.origin
         let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
         httpRequest.transfer = Self.transfer(taker: taker, request: request, plan: plan, context: context)
         let runner = configuration.answersWithSamples ? self.runner.answering(with: request.sample) : self.runner
