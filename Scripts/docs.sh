@@ -6,11 +6,14 @@
 # - `Conveyor` re-exports ConveyorPipeline and ConveyorBehaviors, so its page holds their types
 #   too (NetworkError, RequestBehavior, HTTPRequest, every behavior), where `import Conveyor`
 #   users look for them.
-# - The catalog is Docs/Conveyor.docc (the module pages and their topic groups) plus the guides
-#   Docs/*.md, copied in as articles at build time (Scripts/docs_helper.py, `articles`).
+# - The catalog is the modules' own catalogs, where docc and the Swift Package Index find them
+#   (Sources/Client/Conveyor.docc and Sources/Testing/ConveyorTesting.docc: the module pages and
+#   their topic groups), plus the guides Docs/*.md, copied in as articles at build time
+#   (Scripts/docs_helper.py, `articles`).
 # - Fails on any docc warning, and when a public type of any of the four library modules has no
 #   page, is not curated in a topic group (top-level types), or is not listed on its parent's
-#   page (nested types).
+#   page (nested types), and when a public declaration has no doc comment of its own (one
+#   inherited from a protocol, or written above another declaration, does not count).
 # - One `docc convert` reads both modules' symbol graphs, so links cross modules. In doc
 #   comments, link a pipeline or behavior symbol without a module (``NetworkError``: it is a
 #   `Conveyor` symbol here, and ``ConveyorPipeline/NetworkError`` does not resolve); from
@@ -76,8 +79,8 @@ for spec in "${doc_modules[@]}"; do
 done
 python3 "$helper" graphs "$work/exported" "$work/graphs" "${doc_modules[@]}"
 
-printf 'docs: assembling the catalog (Docs/Conveyor.docc and the guides Docs/*.md)\n'
-cp -R Docs/Conveyor.docc/. "$work/Conveyor.docc/"
+printf 'docs: assembling the catalog (the module catalogs and the guides Docs/*.md)\n'
+cp -R Sources/Client/Conveyor.docc/. Sources/Testing/ConveyorTesting.docc/. "$work/Conveyor.docc/"
 python3 "$helper" articles Docs "$work/Conveyor.docc"
 
 printf 'docs: docc convert\n'
@@ -92,9 +95,11 @@ status=0
 if [ "$status" -ne 0 ] || grep -q -E '(warning|error):' "$work/docc.log"; then
     cat "$work/docc.log"
     echo "docs: docc reported the problems above (exit status $status); the catalog it read," \
-        "$work/Conveyor.docc, is Docs/Conveyor.docc plus copies of Docs/*.md: edit those" >&2
+        "$work/Conveyor.docc, is Sources/Client/Conveyor.docc, Sources/Testing/ConveyorTesting.docc" \
+        "and copies of Docs/*.md: edit those" >&2
     exit 1
 fi
 
 python3 "$helper" coverage "$work/own" "$archive" "${all_modules[@]}"
+python3 "$helper" comments "$work/own" "${all_modules[@]}"
 printf 'docs: %s written in %d s\n' "$archive" "$((SECONDS - start))"

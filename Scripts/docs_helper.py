@@ -13,6 +13,8 @@
                                 module's own symbol graph in OWN) has a page in ARCHIVE, every
                                 top-level one is curated in a topic group written in the catalog,
                                 and every nested one is listed on its parent's page
+  comments OWN MODULE...         fail unless every public declaration of every listed module has a
+                                doc comment of its own (written at it, not inherited)
 """
 
 import glob
@@ -161,7 +163,7 @@ def coverage(own, archive, modules):
                 problems.append(f"{module_name}.{name}: no page in the archive")
             elif top and page not in curated:
                 problems.append(f"{module_name}.{name}: not curated in any topic group of the catalog "
-                                f"(add it to a ### group under ## Topics in Docs/Conveyor.docc)")
+                                f"(add it to a ### group under ## Topics in Sources/Client/Conveyor.docc/Conveyor.md, or Sources/Testing/ConveyorTesting.docc/ConveyorTesting.md)")
             elif not top:
                 parent_page = pages.get(parent)
                 if parent_page is None or page not in topics.get(parent_page, (set(), set()))[1]:
@@ -171,6 +173,31 @@ def coverage(own, archive, modules):
     if problems:
         sys.exit(f"docs: {len(problems)} of {count} public types are not curated")
     print(f"docs: all {count} public types of {', '.join(modules)} are curated")
+
+
+def comments(own, modules):
+    """Every public declaration of the modules has a doc comment of its own: written at the
+    declaration, not inherited from a protocol requirement or attached to the declaration above."""
+    problems, count = [], 0
+    for module in modules:
+        path = os.path.join(own, module + ".symbols.json")
+        if not os.path.exists(path):
+            sys.exit(f"docs: no symbol graph for module {module} in {own}")
+        for s in load(path)["symbols"]:
+            if s["kind"]["identifier"] == "swift.extension" or "::SYNTHESIZED::" in s["identifier"]["precise"]:
+                continue  # an extension block is not a declaration; synthesized members have no source
+            count += 1
+            doc = s.get("docComment")
+            location = s.get("location", {})
+            if not doc or not doc.get("lines") or doc.get("uri", location.get("uri")) != location.get("uri"):
+                where = location.get("uri", "?").split("/Sources/", 1)[-1]
+                line = location.get("position", {}).get("line", 0) + 1
+                problems.append(f"{module}.{'.'.join(s['pathComponents'])} (Sources/{where}:{line}): no doc comment of its own")
+    for line in problems:
+        print("docs: " + line, file=sys.stderr)
+    if problems:
+        sys.exit(f"docs: {len(problems)} of {count} public declarations have no doc comment of their own")
+    print(f"docs: all {count} public declarations of {', '.join(modules)} have a doc comment")
 
 
 def main(argv):
@@ -183,6 +210,8 @@ def main(argv):
         articles(args[0], args[1])
     elif command == "coverage" and len(args) >= 3:
         coverage(args[0], args[1], args[2:])
+    elif command == "comments" and len(args) >= 2:
+        comments(args[0], args[1:])
     else:
         sys.exit(__doc__)
 

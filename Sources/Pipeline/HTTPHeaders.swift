@@ -123,7 +123,7 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
     ///   end). A name `other` repeats (`X-Dup: a`, `X-Dup: b`) stays repeated.
     /// - Names compare case-insensitively; the spelling of the winning fields is kept.
     ///
-    /// The pipeline merges behaviors' ``RequestBehavior/additionalHeaders(for:context:)`` this
+    /// The pipeline merges behaviors' ``HeaderAdding/additionalHeaders(for:context:)`` this
     /// way, outermost first, so an inner behavior wins; headers set on the request itself win
     /// over all of them by the same rule.
     /// - Parameter other: The fields that win.

@@ -96,7 +96,7 @@ public protocol MetricsSink: Sendable {
 /// }
 /// ```
 ///
-/// It uses ``RequestBehavior/intercept(_:context:next:)``, so it measures what happens inside it:
+/// It uses ``AttemptIntercepting/intercept(_:context:next:)``, so it measures what happens inside it:
 /// put it last to time the transport itself, or before a cache to time what callers get.
 public struct MetricsBehavior: AttemptIntercepting {
     /// The name used by opt-out and in errors.

@@ -1,20 +1,20 @@
 /// Names one hook of ``RequestBehavior``; used in errors and by recording behaviors.
 public enum RequestHook: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
-    /// ``RequestBehavior/additionalHeaders(for:context:)``
+    /// ``HeaderAdding/additionalHeaders(for:context:)``
     case additionalHeaders
-    /// ``RequestBehavior/modify(_:context:)``
+    /// ``RequestModifying/modify(_:context:)``
     case modify
-    /// ``RequestBehavior/beforeSend(_:context:)``
+    /// ``SendObserving/beforeSend(_:context:)``
     case beforeSend
-    /// ``RequestBehavior/intercept(_:context:next:)``
+    /// ``AttemptIntercepting/intercept(_:context:next:)``
     case intercept
-    /// ``RequestBehavior/validate(_:context:)``
+    /// ``ResponseValidating/validate(_:context:)``
     case validate
-    /// ``RequestBehavior/retryDecision(after:response:context:)``
+    /// ``RetryDeciding/retryDecision(after:response:context:)``
     case retryDecision
-    /// ``RequestBehavior/afterSuccess(_:context:)``
+    /// ``SuccessObserving/afterSuccess(_:context:)``
     case afterSuccess
-    /// ``RequestBehavior/afterFailure(_:context:)``
+    /// ``FailureObserving/afterFailure(_:context:)``
     case afterFailure
 
     /// The hook's name.
