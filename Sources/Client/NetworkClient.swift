@@ -54,6 +54,12 @@ public final class NetworkClient: NetworkClientProtocol {
         /// by default.
         public var answersWithSamples: Bool
 
+        /// The header names whose values are credentials for this client's requests: the built-in
+        /// ones and any you add. The names the client's behaviors declare
+        /// (``SensitiveHeaderDeclaring``, such as an ``AuthTokenBehavior``'s header) are added to
+        /// them. Nothing here reaches another client. ``SensitiveHeaders/standard`` by default.
+        public var sensitiveHeaders: SensitiveHeaders
+
         /// The default ``maxResponseSize``: 64 MiB.
         public static let defaultMaxResponseSize = 64 * 1024 * 1024
 
@@ -68,14 +74,16 @@ public final class NetworkClient: NetworkClientProtocol {
         ///   - attemptLimit: The cap on attempts per request.
         ///   - maxResponseSize: The most body bytes a response may have; `nil` for no limit.
         ///   - answersWithSamples: Whether requests are answered with their sample responses.
+        ///   - sensitiveHeaders: The header names whose values are credentials.
         public init(
             encoder: JSONEncoder = JSONEncoder(), decoder: JSONDecoder = JSONDecoder(),
             acceptableStatusCodes: Set<Int> = Set(200..<300), timeout: Duration? = nil,
             clock: any Clock<Duration> = ContinuousClock(), timeoutClock: any Clock<Duration> = ContinuousClock(),
             attemptLimit: Int = 10, maxResponseSize: Int? = Configuration.defaultMaxResponseSize,
-            answersWithSamples: Bool = false
+            answersWithSamples: Bool = false, sensitiveHeaders: SensitiveHeaders = .standard
         ) {
             self.answersWithSamples = answersWithSamples
+            self.sensitiveHeaders = sensitiveHeaders
             self.encoder = encoder
             self.decoder = decoder
             self.acceptableStatusCodes = acceptableStatusCodes
@@ -101,6 +109,8 @@ public final class NetworkClient: NetworkClientProtocol {
     let baseScope: ClientScope
     /// URLs built for relative paths, so repeated paths skip URL parsing.
     let urlCache = PathURLCache()
+    /// The configuration's sensitive header names and those the client's behaviors declare.
+    let sensitiveHeaders: SensitiveHeaders
 
     /// Creates a client.
     /// - Parameters:
@@ -127,6 +137,7 @@ public final class NetworkClient: NetworkClientProtocol {
         self.baseURLString = base
         self.baseURLProblem = Self.problem(with: baseURL)
         self.baseScope = ClientScope(origin: Origin(baseURL))
+        self.sensitiveHeaders = configuration.sensitiveHeaders.adding(self.behaviors.behaviors.flatMap(\._sensitiveHeaderNames))
     }
 
     /// Why a base URL cannot make request URLs, or `nil` when it can. The text names the parts,
@@ -234,6 +245,12 @@ public final class NetworkClient: NetworkClientProtocol {
         case .bytes(let data): built.body = data
         case .stream(let stream): built.bodyStream = stream
         case nil: break
+        }
+        built.sensitiveHeaders = sensitiveHeaders
+        // A request's own behaviors may declare credential headers of their own (rare: one call each).
+        for behavior in request.behaviors {
+            let names = behavior._sensitiveHeaderNames
+            if !names.isEmpty { built.sensitiveHeaders = built.sensitiveHeaders.adding(names) }
         }
         return built
     }

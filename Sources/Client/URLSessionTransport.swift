@@ -88,7 +88,7 @@ public final class URLSessionTransport: HTTPTransport {
     /// The credential header names in the configuration's `httpAdditionalHeaders`, as a reason.
     static func credentialHeaderProblem(in configuration: URLSessionConfiguration) -> String? {
         let names = (configuration.httpAdditionalHeaders ?? [:]).keys.compactMap { $0 as? String }
-            .filter { SensitiveHeaders.contains($0) }.sorted()
+            .filter { SensitiveHeaders.standard.contains($0) }.sorted()
         guard !names.isEmpty else { return nil }
         return "the session configuration's httpAdditionalHeaders holds the credential header "
             + names.joined(separator: ", ")
@@ -167,7 +167,9 @@ public final class URLSessionTransport: HTTPTransport {
                 // no credential header if the target is another origin.
                 let target = redirect.target
                 if !SessionDelegate.sameOrigin(hop.url, target) {
-                    for name in Set(hop.headers.map(\.name)) where SensitiveHeaders.contains(name) { hop.headers[name] = nil }
+                    for name in Set(hop.headers.map(\.name)) where hop.sensitiveHeaders.contains(name) {
+                        hop.headers[name] = nil
+                    }
                 }
                 hop.url = target
                 redirectsSoFar = redirect.redirectsSoFar
@@ -346,9 +348,10 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
         var next = request
         let from = task.originalRequest?.url ?? response.url
         if !Self.sameOrigin(from, request.url) {
-            // Every credential header (SensitiveHeaders: built-in, declared by behaviors, added by
-            // the user) stays behind.
-            for name in (request.allHTTPHeaderFields ?? [:]).keys where SensitiveHeaders.contains(name) {
+            // Every credential header (the request's client's SensitiveHeaders: built-in, declared
+            // by behaviors, added by the user) stays behind.
+            let sensitive = exchange(for: task)?.request.sensitiveHeaders ?? .standard
+            for name in (request.allHTTPHeaderFields ?? [:]).keys where sensitive.contains(name) {
                 next.setValue(nil, forHTTPHeaderField: name)
             }
         }

@@ -195,10 +195,17 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
         return values.filter { $0.count >= 4 }
     }
 
-    /// Whether a header carries credentials and must never be printed: one of
-    /// ``SensitiveHeaders``.
+    /// Whether a header carries credentials and must never be printed: a built-in
+    /// ``SensitiveHeaders`` name or one by meaning. Headers rendered on their own use this; a
+    /// client's request is rendered with its client's names too (``HTTPRequest/sensitiveHeaders``).
     /// - Parameter name: The field name, in any case.
-    public static func isSensitive(_ name: String) -> Bool { SensitiveHeaders.contains(name) }
+    public static func isSensitive(_ name: String) -> Bool { SensitiveHeaders.standard.contains(name) }
+
+    /// The fields as `name: value` lines, with the value of every name `sensitive` contains
+    /// shown as `***`.
+    package func redactedLines(_ sensitive: SensitiveHeaders) -> [String] {
+        fields.map { "\($0.name): \(sensitive.contains($0.name) ? "***" : $0.value)" }
+    }
 
     /// ASCII case-insensitive comparison without allocating. Names of different lengths (most
     /// pairs) are told apart without reading them.

@@ -34,6 +34,11 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     /// ``NetworkClient`` for downloads, streamed responses and requests with a progress observer,
     /// and read by transports. Not part of equality.
     public var transfer: TransferHandler?
+    /// The header names whose values are credentials for this request: its client's
+    /// (``NetworkClient/Configuration/sensitiveHeaders`` and the names its behaviors declare),
+    /// set by ``NetworkClient``. A transport strips them on a cross-origin redirect; renderings of
+    /// the request hide their values. Not part of equality.
+    public var sensitiveHeaders: SensitiveHeaders = .standard
 
     /// Creates a request.
     /// - Parameters:
@@ -61,7 +66,7 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     public var streamsResponseBody: Bool { transfer?.takesBodies ?? false }
 
     /// Requests are equal when method, URL, headers, body, body stream, timeout and size limit
-    /// are; ``transfer`` is not compared.
+    /// are; ``transfer`` and ``sensitiveHeaders`` are not compared.
     public static func == (lhs: HTTPRequest, rhs: HTTPRequest) -> Bool {
         lhs.method == rhs.method && lhs.url == rhs.url && lhs.headers == rhs.headers && lhs.body == rhs.body
             && lhs.timeout == rhs.timeout && lhs.maxResponseSize == rhs.maxResponseSize
@@ -114,7 +119,7 @@ extension HTTPRequest: CustomReflectable {
         Mirror(
             self,
             children: [
-                "method": method.rawValue, "url": url.redactingQuery, "headers": headers,
+                "method": method.rawValue, "url": url.redactingQuery, "headers": headers.redactedLines(sensitiveHeaders),
                 "body": body.map { "\($0.count) bytes" } ?? bodyStream.map(\.description) ?? "none",
                 "timeout": timeout as Any,
             ], displayStyle: .struct)

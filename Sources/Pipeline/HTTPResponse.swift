@@ -153,11 +153,12 @@ extension HTTPResponse: CustomReflectable {
     /// redacted, any other header that echoes a credential the request sent shown as `***`, the
     /// request without its query or body. `dump(response)` is safe to log.
     public var customMirror: Mirror {
-        let sent = request.headers.credentialValues()
-        let shown = HTTPHeaders(
-            headers.map { field in
-                sent.contains(where: field.value.contains) ? HTTPHeaders.Field(name: field.name, value: "***") : field
-            })
+        let sensitive = request.sensitiveHeaders
+        let sent = request.headers.credentialValues(where: sensitive.contains)
+        let shown = headers.map { field in
+            sensitive.contains(field.name) || sent.contains(where: field.value.contains)
+                ? "\(field.name): ***" : "\(field.name): \(field.value)"
+        }
         return Mirror(
             self,
             children: ["status": status, "headers": shown, "body": "\(body.count) bytes", "request": request],

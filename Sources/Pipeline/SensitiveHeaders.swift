@@ -1,57 +1,72 @@
 public import Foundation
 
-/// The one list of header names whose values are credentials (contract rule 11). It drives three
-/// things: a cross-origin redirect strips these headers, every rendering (`description`, `dump`,
-/// log lines, `curlCommand()`) shows `***` for their values, and the credential behaviors add
-/// them only for the origins they are scoped to.
+/// The header names whose values are credentials (contract rule 11), for one client. They drive
+/// three things: a cross-origin redirect strips these headers, renderings of the client's
+/// requests (`description`, `dump`, log lines, `curlCommand()`) show `***` for their values, and
+/// the credential behaviors add them only for the origins they are scoped to.
+///
+/// A value, not a process-wide list: each ``NetworkClient`` has its own (its configuration's,
+/// plus the names its behaviors declare, such as an ``AuthTokenBehavior``'s header), and every
+/// ``HTTPRequest`` it sends carries it to the transport. Nothing one client adds reaches another.
 ///
 /// ```swift
-/// SensitiveHeaders.add(["X-Session"])      // your own credential header, once at start-up
+/// var configuration = NetworkClient.Configuration()
+/// configuration.sensitiveHeaders = .standard.adding(["X-Session"])   // your own credential header
 /// ```
 ///
 /// Built in: `Authorization`, `Proxy-Authorization`, `Cookie`, `Set-Cookie`, `X-API-Key`,
 /// `API-Key`, `X-Auth-Token`, `X-Access-Token`, `X-CSRF-Token`, `X-XSRF-Token`,
-/// `X-Amz-Security-Token`. `AuthTokenBehavior` adds its header's name, and `HeadersBehavior` the
-/// names it is told are sensitive. Names compare case-insensitively; the list only grows.
+/// `X-Amz-Security-Token`. Names compare case-insensitively.
 ///
 /// A name is also a credential **by meaning**: when, lowercased and without `-`, `_` and `.`, it
 /// contains `token`, `auth`, `secret`, `session`, `cookie`, `password`, `passwd`, `signature`,
 /// `credential`, `apikey`, `accesskey`, `privatekey`, `csrf` or `xsrf` (`X-Tenant-Token`,
 /// `X-Goog-Api-Key`, `Session-Id`), so a credential header no one registered is still stripped on a
 /// cross-origin redirect, redacted, and part of the cache's and de-duplication's identity.
-public enum SensitiveHeaders {
+///
+/// ``HTTPHeaders`` rendered on their own (`print(request.headers)`) know no client: they hide the
+/// built-in names and the names that mean a credential, not a client's additions. Render the
+/// request (`dump(request)`, `curlCommand()`), which carries its client's names.
+public struct SensitiveHeaders: Sendable, Hashable {
     /// The names that are always sensitive.
     public static let builtIn: [String] = [
         "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-API-Key", "API-Key", "X-Auth-Token",
         "X-Access-Token", "X-CSRF-Token", "X-XSRF-Token", "X-Amz-Security-Token",
     ]
 
-    private static let added = Locked<[String]>([])
+    /// The built-in names and the by-meaning rule, nothing added.
+    public static let standard = SensitiveHeaders(added: [])
 
-    /// Marks more header names as credentials, for the whole process.
+    /// The names added to the built-in ones, in the order they were added.
+    public let added: [String]
+
+    private init(added: [String]) { self.added = added }
+
+    /// These names and `names`.
     /// - Parameter names: Header names, in any case.
-    public static func add(_ names: some Sequence<String>) {
-        let fresh = names.filter { !contains($0) }
-        guard !fresh.isEmpty else { return }
-        added.withLock { list in
-            for name in fresh where !list.contains(where: { HTTPHeaders.namesEqual($0, name) }) { list.append(name) }
+    /// - Returns: The larger set; this one is unchanged.
+    public func adding(_ names: some Sequence<String>) -> SensitiveHeaders {
+        var list = added
+        for name in names where !isListed(name) && !list.contains(where: { HTTPHeaders.namesEqual($0, name) }) {
+            list.append(name)
         }
+        return list.count == added.count ? self : SensitiveHeaders(added: list)
     }
 
-    /// Every sensitive name: the built-in ones, then the added ones.
-    public static var names: [String] { builtIn + added.withLock { $0 } }
+    /// Every listed name: the built-in ones, then the added ones.
+    public var names: [String] { Self.builtIn + added }
 
-    /// Whether a header with this name carries a credential.
+    /// Whether a header with this name carries a credential: listed, or one by meaning.
     /// - Parameter name: The field name, in any case.
-    public static func contains(_ name: String) -> Bool {
-        isListed(name) || isCredentialByMeaning(name)
+    public func contains(_ name: String) -> Bool {
+        isListed(name) || Self.isCredentialByMeaning(name)
     }
 
-    /// Whether the name is one of ``names`` (built in or added), without the by-meaning rule: for
-    /// a body field or query item, whose names (`token_type`, `tokenizer`) are not headers.
-    package static func isListed(_ name: String) -> Bool {
-        if builtIn.contains(where: { HTTPHeaders.namesEqual($0, name) }) { return true }
-        return added.withLock { $0.contains(where: { HTTPHeaders.namesEqual($0, name) }) }
+    /// Whether the name is one of ``names``, without the by-meaning rule: for a body field or
+    /// query item, whose names (`token_type`, `tokenizer`) are not headers.
+    package func isListed(_ name: String) -> Bool {
+        if Self.builtIn.contains(where: { HTTPHeaders.namesEqual($0, name) }) { return true }
+        return added.contains(where: { HTTPHeaders.namesEqual($0, name) })
     }
 
     /// The words that make a header name a credential, lowercased, without separators.

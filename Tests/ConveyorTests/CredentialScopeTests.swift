@@ -1,4 +1,5 @@
 import Conveyor
+import ConveyorTesting
 import ConveyorTestSupport
 import Foundation
 import Testing
@@ -90,13 +91,35 @@ import Testing
         }
     }
 
-    @Test func aUserCanAddASensitiveName() {
-        #expect(!SensitiveHeaders.contains("X-Invented-Pass"))
-        SensitiveHeaders.add(["x-invented-pass"])
-        #expect(SensitiveHeaders.contains("X-Invented-Pass"))
-        let headers: HTTPHeaders = ["X-Invented-Pass": "hunter2-SECRET", "Accept": "*/*"]
-        #expect(!headers.description.contains("hunter2"))
-        #expect(headers.description.contains("*/*"))
+    /// A name a user adds is sensitive for that client's requests only: the transport sees it on
+    /// every request (to strip it on a cross-origin redirect), the request's renderings hide it,
+    /// and another client, which did not add it, is unchanged (no process-wide list).
+    @Test func aUserCanAddASensitiveNameToOneClient() async throws {
+        #expect(!SensitiveHeaders.standard.contains("X-Invented-Pass"))
+        let mock = MockTransport()
+        mock.stub(nil, "/x", reply: .status(200))
+        let base = URL(string: "https://api.test")!
+        let added = NetworkClient(
+            baseURL: base, transport: mock, configuration: .init(sensitiveHeaders: .standard.adding(["x-invented-pass"])))
+        let plain = NetworkClient(baseURL: base, transport: mock)
+        let request = Request<Void>(path: "/x", headers: ["X-Invented-Pass": "hunter2-SECRET", "Accept": "*/*"])
+        try await added.send(request)
+        try await plain.send(request)
+        let (fromAdded, fromPlain) = (mock.requests[0], mock.requests[1])
+        #expect(fromAdded.sensitiveHeaders.contains("X-Invented-Pass"))
+        #expect(!fromPlain.sensitiveHeaders.contains("X-Invented-Pass"))
+        var dumped = ""
+        dump(fromAdded, to: &dumped)
+        #expect(!dumped.contains("hunter2") && dumped.contains("*/*"))
+        #expect(!fromAdded.curlCommand().contains("hunter2"))
+        // A behavior that declares a name makes it sensitive for its client alone, too.
+        let declaring = NetworkClient(baseURL: base, transport: mock) {
+            HeadersBehavior(["X-Other-Pass": "p4ss-SECRET"], sensitive: ["X-Other-Pass"])
+        }
+        try await declaring.send(Request<Void>(path: "/x"))
+        #expect(mock.requests[2].sensitiveHeaders.contains("X-Other-Pass"))
+        try await plain.send(Request<Void>(path: "/x"))
+        #expect(!mock.requests[3].sensitiveHeaders.contains("X-Other-Pass"))
     }
 
     @Test func originsCompareSchemeHostAndDefaultPort() throws {

@@ -23,7 +23,8 @@ import NIOPosix
 /// - **Redirects** are followed by the transport, not by AsyncHTTPClient, so they follow
 ///   Conveyor's rules: at most ``maximumRedirects`` (one more fails with
 ///   ``NetworkError/tooManyRedirects``), and a hop to another origin (scheme, host or port) drops
-///   every credential header in ``SensitiveHeaders`` (AsyncHTTPClient itself strips only
+///   every credential header of the request's ``HTTPRequest/sensitiveHeaders`` (its client's:
+///   built in, declared by its behaviors, added by you; AsyncHTTPClient itself strips only
 ///   `Authorization`, `Proxy-Authorization` and `Cookie`). So the client must not follow
 ///   redirects itself: create it with ``configuration(_:)``, or with
 ///   `redirectConfiguration: .disallow`; ``init(client:maximumRedirects:defaultTimeout:)`` throws
@@ -192,7 +193,7 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             }
         }
         if Origin(request.url) != Origin(target) || Origin(target) == nil {
-            for name in Set(request.headers.map(\.name)) where SensitiveHeaders.contains(name) {
+            for name in Set(request.headers.map(\.name)) where request.sensitiveHeaders.contains(name) {
                 next.headers[name] = nil
             }
         }

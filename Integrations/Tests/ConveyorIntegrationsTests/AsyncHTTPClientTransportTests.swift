@@ -12,12 +12,14 @@ let sharedHTTPClient = HTTPClient(
 
 func ahcClient(
     _ server: LocalServer, timeout: Duration? = nil, maximumRedirects: Int = 10, maxResponseSize: Int? = 64 << 20,
+    sensitiveHeaders: SensitiveHeaders = .standard,
     @RequestBehaviorBuilder behaviors: () -> [any RequestBehavior] = { [] }
 ) throws -> NetworkClient {
     NetworkClient(
         baseURL: server.baseURL,
         transport: try AsyncHTTPClientTransport(client: sharedHTTPClient, maximumRedirects: maximumRedirects),
-        configuration: .init(timeout: timeout, maxResponseSize: maxResponseSize), behaviors: behaviors)
+        configuration: .init(timeout: timeout, maxResponseSize: maxResponseSize, sensitiveHeaders: sensitiveHeaders),
+        behaviors: behaviors)
 }
 
 struct Echo: Decodable, Sendable {
@@ -160,10 +162,10 @@ struct SignalBeforeSend: SendObserving {
     }
 
     @Test func redirectsAreCappedAndCrossOriginOnesLoseEveryCredential() async throws {
-        SensitiveHeaders.add(["X-Integrations-Secret"])
         try await LocalServer.withServer { server in
             try await LocalServer.withServer { other in
-                let client = try ahcClient(server, maximumRedirects: 3)
+                let client = try ahcClient(
+                    server, maximumRedirects: 3, sensitiveHeaders: .standard.adding(["X-Integrations-Secret"]))
                 await #expect(throws: NetworkError.tooManyRedirects) { try await client.send(Request<Void>(path: "/loop")) }
 
                 var request = Request<Echo>(path: "/redirect", query: ["to": other.url("/echo").absoluteString, "status": 307])

@@ -52,7 +52,7 @@ public import Foundation
 ///     AuthTokenBehavior(tokens: store, refresher: SessionRefresher(client: { client }, store: store))
 /// }
 /// ```
-public struct AuthTokenBehavior: HeaderAdding, RetryDeciding {
+public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDeclaring {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 
@@ -87,6 +87,8 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding {
     public let refresher: (any TokenRefresher)?
     /// The header that carries the token.
     public let header: Header
+    /// The header's name: sensitive for every request of this behavior's client.
+    public var sensitiveHeaderNames: [String] { [header.name] }
     /// How long one refresh may take before every request waiting for it fails.
     public var refreshTimeout: Duration { coordinator.timeout }
     /// Origins besides the base URL's that the token may go to.
@@ -110,7 +112,6 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding {
         allowedOrigins: [URL] = [], name: String? = nil
     ) {
         self.name = name ?? String(describing: Self.self)
-        SensitiveHeaders.add([header.name])
         self.allowedOrigins = Set(allowedOrigins.compactMap(Origin.init))
         self.tokens = tokens
         self.refresher = refresher

@@ -74,9 +74,11 @@ public struct CacheBehavior: AttemptIntercepting {
             return try await next(request)
         }
         let key = Self.key(for: request.url)
-        let credentials = CredentialFingerprint.of(request.headers)
+        let credentials = CredentialFingerprint.of(request.headers, sensitive: request.sensitiveHeaders)
         var stored = await storage.entry(for: key)
-        if let entry = stored, !entry.matches(request.headers, credentials: credentials) { stored = nil }
+        if let entry = stored, !entry.matches(request.headers, credentials: credentials, sensitive: request.sensitiveHeaders) {
+            stored = nil
+        }
 
         let requestTime = now()
         if let entry = stored, isFresh(entry, at: requestTime, for: requestControl) {
@@ -194,8 +196,8 @@ public struct CacheBehavior: AttemptIntercepting {
     static let storableStatuses: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
 
     /// Response headers never stored: credentials (`Set-Cookie` among them) and hop-by-hop fields.
-    static func isStoredHeader(_ name: String) -> Bool {
-        !SensitiveHeaders.contains(name)
+    static func isStoredHeader(_ name: String, sensitive: SensitiveHeaders = .standard) -> Bool {
+        !sensitive.contains(name)
             && !["Connection", "Keep-Alive", "Transfer-Encoding", "Proxy-Connection", "Upgrade"].contains {
                 HTTPHeaders.namesEqual($0, name)
             }
@@ -227,9 +229,11 @@ public struct CacheBehavior: AttemptIntercepting {
         let varied = Vary.names(in: headers)
         guard !varied.contains("*") else { return nil }
         let entry = CachedResponse(
-            status: response.status, headers: HTTPHeaders(headers.filter { isStoredHeader($0.name) }),
+            status: response.status,
+            headers: HTTPHeaders(headers.filter { isStoredHeader($0.name, sensitive: response.request.sensitiveHeaders) }),
             body: response.body, requestTime: requestTime, responseTime: responseTime,
-            varyValues: varied.map { Vary.value(of: $0, in: response.request.headers) }, credentials: credentials)
+            varyValues: varied.map { Vary.value(of: $0, in: response.request.headers, sensitive: response.request.sensitiveHeaders) },
+            credentials: credentials)
         // Useful only if it can be fresh, or revalidated.
         guard entry.freshnessLifetime > 0 || entry.hasValidator else { return nil }
         return entry

@@ -5,9 +5,9 @@ import Foundation
 /// the same credentials. A discriminator, not encryption: SHA-256 over the sorted, lowercased
 /// names and their values; empty when there are none.
 enum CredentialFingerprint {
-    static func of(_ headers: HTTPHeaders) -> String {
+    static func of(_ headers: HTTPHeaders, sensitive: SensitiveHeaders = .standard) -> String {
         var parts: [String] = []
-        for field in headers where SensitiveHeaders.contains(field.name) {
+        for field in headers where sensitive.contains(field.name) {
             parts.append(field.name.lowercased() + ":" + field.value)
         }
         guard !parts.isEmpty else { return "" }
@@ -34,21 +34,23 @@ package enum Vary {
 
     /// What a request's header contributes to the match: its fields joined and with spaces
     /// normalized, `nil` when absent, and only a digest for a credential.
-    static func value(of name: String, in headers: HTTPHeaders) -> CachedResponse.VaryValue {
+    static func value(of name: String, in headers: HTTPHeaders, sensitive: SensitiveHeaders = .standard)
+        -> CachedResponse.VaryValue
+    {
         let values = headers.values(for: name)
         guard !values.isEmpty else { return .init(name: name, value: nil) }
         let joined = values.map { $0.split(separator: ",").map { $0.trimmingSpaces }.joined(separator: ",") }
             .joined(separator: ",")
-        return .init(name: name, value: SensitiveHeaders.contains(name) ? "sha256:" + SHA256.hex(joined) : joined)
+        return .init(name: name, value: sensitive.contains(name) ? "sha256:" + SHA256.hex(joined) : joined)
     }
 }
 
 extension CachedResponse {
     /// Whether a request may be answered with this entry: same credentials, same values of the
     /// headers `Vary` named.
-    func matches(_ headers: HTTPHeaders, credentials: String) -> Bool {
+    func matches(_ headers: HTTPHeaders, credentials: String, sensitive: SensitiveHeaders = .standard) -> Bool {
         guard self.credentials == credentials else { return false }
-        return varyValues.allSatisfy { Vary.value(of: $0.name, in: headers) == $0 }
+        return varyValues.allSatisfy { Vary.value(of: $0.name, in: headers, sensitive: sensitive) == $0 }
     }
 
     /// The entry after a `304 Not Modified`: its headers updated with the 304's (RFC 9111 §3.2),

@@ -29,7 +29,7 @@ struct CallKey: Hashable, Sendable, CustomStringConvertible, CustomReflectable {
         var fields: [HTTPHeaders.Field] = []
         fields.reserveCapacity(request.headers.count)
         for field in request.headers {
-            if ignored.contains(where: { HTTPHeaders.namesEqual($0, field.name) }), !HTTPHeaders.isSensitive(field.name) {
+            if ignored.contains(where: { HTTPHeaders.namesEqual($0, field.name) }), !request.sensitiveHeaders.contains(field.name) {
                 continue
             }
             fields.append(HTTPHeaders.Field(name: field.name.lowercased(), value: field.value))

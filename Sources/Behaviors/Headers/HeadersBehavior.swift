@@ -23,7 +23,7 @@ public import Foundation
 /// ```swift
 /// HeadersBehavior(["X-Tenant-Key": key], sensitive: ["X-Tenant-Key"])
 /// ```
-public struct HeadersBehavior: HeaderAdding, RequestModifying {
+public struct HeadersBehavior: HeaderAdding, RequestModifying, SensitiveHeaderDeclaring {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
 
@@ -43,13 +43,16 @@ public struct HeadersBehavior: HeaderAdding, RequestModifying {
     public let allowedOrigins: Set<Origin>
     /// The headers without the credentials: what a request to another origin gets.
     private let publicHeaders: HTTPHeaders
+    /// The names given as `sensitive`: sensitive for every request of this behavior's client.
+    public let sensitiveHeaderNames: [String]
 
     /// Creates the behavior.
     /// - Parameters:
     ///   - headers: The headers to add to every request.
     ///   - mode: ``Mode/setIfAbsent`` (default) or ``Mode/overwrite``.
-    ///   - sensitive: More header names that are credentials (added to
-    ///     ``SensitiveHeaders`` for the whole process).
+    ///   - sensitive: More header names that are credentials: kept to the allowed origins here,
+    ///     and sensitive for every request of the client this behavior is on
+    ///     (``SensitiveHeaderDeclaring``).
     ///   - allowedOrigins: Origins besides the base URL's that credential headers may go to.
     ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
     ///     default. Give two behaviors of one type different names to leave one out.
@@ -57,11 +60,12 @@ public struct HeadersBehavior: HeaderAdding, RequestModifying {
         _ headers: HTTPHeaders, mode: Mode = .setIfAbsent, sensitive: Set<String> = [], allowedOrigins: [URL] = [], name: String? = nil
     ) {
         self.name = name ?? String(describing: Self.self)
-        SensitiveHeaders.add(sensitive)
+        self.sensitiveHeaderNames = Array(sensitive)
         self.headers = headers
         self.mode = mode
         self.allowedOrigins = Set(allowedOrigins.compactMap(Origin.init))
-        self.publicHeaders = HTTPHeaders(headers.filter { !SensitiveHeaders.contains($0.name) })
+        let credentials = SensitiveHeaders.standard.adding(sensitive)
+        self.publicHeaders = HTTPHeaders(headers.filter { !credentials.contains($0.name) })
     }
 
     /// The headers this request may carry: all of them on an allowed origin, else the public ones.

@@ -61,7 +61,7 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
         let scrubber = SecretScrubber(secrets: secrets)
         var line = "→ \(context.requestID) \(request.method) \(redactor.redact(request.url)) attempt \(context.attempt)"
         if logsHeaders && !request.headers.isEmpty {
-            line += " [" + request.headers.map { "\($0.name): \(redactor.value(of: $0))" }.joined(separator: ", ") + "]"
+            line += " [" + request.headers.map { "\($0.name): \(redactor.value(of: $0, sensitive: request.sensitiveHeaders))" }.joined(separator: ", ") + "]"
         }
         if let body = request.body, bodyPreviewLimit > 0 {
             line += " body: "

@@ -75,13 +75,18 @@ public struct Redactor: Sendable {
     private static func normalized(_ names: Set<String>) -> Set<String> { Set(names.map(normalized)) }
 
     /// Whether a header's value must be hidden.
-    /// - Parameter name: The header name.
-    public func hides(header name: String) -> Bool {
-        HTTPHeaders.isSensitive(name) || normalizedHeaders.contains(Self.normalized(name))
+    /// - Parameters:
+    ///   - name: The header name.
+    ///   - sensitive: The credential header names of the request's client
+    ///     (``HTTPRequest/sensitiveHeaders``); the built-in ones by default.
+    public func hides(header name: String, sensitive: SensitiveHeaders = .standard) -> Bool {
+        sensitive.contains(name) || normalizedHeaders.contains(Self.normalized(name))
     }
 
     /// The header value to show.
-    func value(of field: HTTPHeaders.Field) -> String { hides(header: field.name) ? "***" : field.value }
+    func value(of field: HTTPHeaders.Field, sensitive: SensitiveHeaders = .standard) -> String {
+        hides(header: field.name, sensitive: sensitive) ? "***" : field.value
+    }
 
     /// The URL with its user info, and the values of hidden query items and of hidden items of
     /// its fragment (the OAuth implicit flow puts `access_token` there), replaced by `***`.
@@ -136,9 +141,9 @@ public struct Redactor: Sendable {
     }
 
     /// Whether a query item, form field or JSON key's value must be hidden.
-    func hides(field name: String) -> Bool {
+    func hides(field name: String, sensitive: SensitiveHeaders = .standard) -> Bool {
         let key = Self.normalized(name)
-        return normalizedFields.contains(key) || normalizedHeaders.contains(key) || SensitiveHeaders.isListed(name)
+        return normalizedFields.contains(key) || normalizedHeaders.contains(key) || sensitive.isListed(name)
     }
 
     /// How much of a body a preview reads beyond its limit, so that a secret the limit cuts is
@@ -165,7 +170,7 @@ public struct Redactor: Sendable {
         // character that completes a secret.
         var text = Array(String(decoding: body.prefix(window), as: UTF8.self).utf8)
         let isForm = contentType.flatMap(MediaType.init)?.isFormURLEncoded ?? false
-        text = isForm ? redacting(formEncoded: text[...]) : JSONFieldScanner(bytes: text).masking(where: hides(field:), mask: Array("***".utf8))
+        text = isForm ? redacting(formEncoded: text[...]) : JSONFieldScanner(bytes: text).masking(where: { self.hides(field: $0) }, mask: Array("***".utf8))
         text = scrubber.scrub(text)
         guard text.count > limit || window < body.count else { return String(decoding: text, as: UTF8.self) }
         // Cut at a character boundary, then drop what a cut left of a secret.
@@ -224,7 +229,7 @@ public struct Redactor: Sendable {
 
     /// Masks the values of hidden keys in JSON or JSON-like text (see ``JSONFieldScanner``).
     func redact(jsonLike text: String) -> String {
-        String(decoding: JSONFieldScanner(bytes: Array(text.utf8)).masking(where: hides(field:), mask: Array("***".utf8)), as: UTF8.self)
+        String(decoding: JSONFieldScanner(bytes: Array(text.utf8)).masking(where: { self.hides(field: $0) }, mask: Array("***".utf8)), as: UTF8.self)
     }
 
     /// The secret values a request carries, so they can be scrubbed from echoes: hidden
@@ -232,7 +237,9 @@ public struct Redactor: Sendable {
     /// cookie's value), the URL's user and password, the values of hidden query and fragment
     /// items, and of hidden form fields, and every string and scalar under a hidden JSON key.
     func secretValues(in request: HTTPRequest) -> [String] {
-        var values = request.headers.credentialValues(where: hides(header:))
+        let sensitive = request.sensitiveHeaders
+        let hidesField = { (name: String) in self.hides(field: name, sensitive: sensitive) }
+        var values = request.headers.credentialValues { self.hides(header: $0, sensitive: sensitive) }
         let url = Array(request.url.absoluteString.utf8)[...]
         values += Self.userInfo(of: url)
         var items: [ArraySlice<UInt8>] = []
@@ -246,12 +253,12 @@ public struct Redactor: Sendable {
         if let body = request.body, body.count <= 1 << 20 {
             let bytes = Array(body)
             items.append(bytes[...])
-            values += JSONFieldScanner(bytes: bytes).hiddenLeaves(where: hides(field:))
+            values += JSONFieldScanner(bytes: bytes).hiddenLeaves(where: hidesField)
         }
         for list in items {
             for pair in list.split(separator: UInt8(ascii: "&")) {
                 guard let equals = pair.firstIndex(of: UInt8(ascii: "=")),
-                    hides(field: String(decoding: Self.formDecoded(pair[..<equals]), as: UTF8.self))
+                    hidesField(String(decoding: Self.formDecoded(pair[..<equals]), as: UTF8.self))
                 else { continue }
                 values.append(String(decoding: Self.formDecoded(pair[(equals + 1)...]), as: UTF8.self))
             }
@@ -292,7 +299,9 @@ extension HTTPRequest {
         var parts = ["curl"]
         if method != .get { parts += ["-X", Self.shellQuote(method.rawValue)] }
         parts.append(Self.shellQuote(redactor.redact(url)))
-        for field in headers { parts += ["-H", Self.shellQuote("\(field.name): \(redactor.value(of: field))")] }
+        for field in headers {
+            parts += ["-H", Self.shellQuote("\(field.name): \(redactor.value(of: field, sensitive: sensitiveHeaders))")]
+        }
         if let body, !body.isEmpty {
             let preview = redactor.preview(body, contentType: headers["Content-Type"], limit: Int.max)
             parts += ["--data-binary", Self.shellQuote(preview)]

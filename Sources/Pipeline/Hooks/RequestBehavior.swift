@@ -94,6 +94,8 @@ public protocol RequestBehavior: Sendable {
     static var _wrappingBit: UInt16 { get }
     /// ``WrappingRequestBehavior/wrappedBehaviors``, or empty. Supplied by ``WrappingRequestBehavior``.
     var _wrappedBehaviors: [any RequestBehavior] { get }
+    /// ``SensitiveHeaderDeclaring/sensitiveHeaderNames``, or empty. Supplied by ``SensitiveHeaderDeclaring``.
+    var _sensitiveHeaderNames: [String] { get }
 
     /// The engine's entry to ``HeaderAdding/additionalHeaders(for:context:)``.
     func _additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders
@@ -155,6 +157,8 @@ extension RequestBehavior {
     @inlinable public static var _wrappingBit: UInt16 { 0 }
     /// Wraps nothing.
     @inlinable public var _wrappedBehaviors: [any RequestBehavior] { [] }
+    /// Declares no sensitive header.
+    @inlinable public var _sensitiveHeaderNames: [String] { [] }
 
     /// Never called: the chain calls this entry only for a ``HeaderAdding``.
     @inlinable

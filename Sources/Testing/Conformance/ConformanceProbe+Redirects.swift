@@ -4,14 +4,24 @@ import Foundation
 
 /// Redirects and server faults.
 extension ConformanceProbe {
-    /// The name the kit adds to ``SensitiveHeaders`` at run time.
+    /// The name the kit adds to the sensitive header names of its requests.
     static let addedCredentialName = "X-Conformance-Credential"
+
+    /// The sensitive header names of the kit's requests: the built-in ones and ``addedCredentialName``,
+    /// carried by each request (``HTTPRequest/sensitiveHeaders``), as a client's would be.
+    static let sensitive = SensitiveHeaders.standard.adding([addedCredentialName])
+
+    /// A GET of `url` with `headers` and the kit's sensitive header names.
+    static func carrying(_ headers: HTTPHeaders, to url: URL) -> HTTPRequest {
+        var request = HTTPRequest(url: url, headers: headers)
+        request.sensitiveHeaders = sensitive
+        return request
+    }
 
     /// One credential per kind, and a header that is not one. The values are made up, but are
     /// treated as secrets all the same: messages name the fields, never print them.
     private static func credentials() -> HTTPHeaders {
-        SensitiveHeaders.add([addedCredentialName])
-        return [
+        [
             "Authorization": "Bearer conformance-token-5e1f",
             "Cookie": "session=conformance-cookie-9a2c",
             "X-API-Key": "conformance-key-77b0",
@@ -23,7 +33,7 @@ extension ConformanceProbe {
     /// The credential fields of `sent` whose values arrived in `arrived` (in any field of that
     /// name, alone or joined with others).
     private static func forwarded(_ sent: HTTPHeaders, in arrived: ConformanceRequest) -> [String] {
-        sent.filter { SensitiveHeaders.contains($0.name) }.filter { field in
+        sent.filter { sensitive.contains($0.name) }.filter { field in
             arrived.headers.values(for: field.name).contains { $0.contains(field.value) }
         }.map(\.name)
     }
@@ -32,13 +42,13 @@ extension ConformanceProbe {
         let headers = Self.credentials()
         let target = redirect(302, to: "/echo?from=same-origin")
         let what = "a same-origin 302"
-        let response = try await response(HTTPRequest(url: server.url(target), headers: headers), "GET \(target)")
+        let response = try await response(Self.carrying(headers, to: server.url(target)), "GET \(target)")
         guard response.status == 200 else {
             throw ConformanceFailure("\(what) was not followed: got status \(response.status)")
         }
         let arrived = try await arrived("/echo?from=same-origin", what)
         let kept = Self.forwarded(headers, in: arrived)
-        let dropped = headers.filter { SensitiveHeaders.contains($0.name) }.map(\.name).filter { !kept.contains($0) }
+        let dropped = headers.filter { Self.sensitive.contains($0.name) }.map(\.name).filter { !kept.contains($0) }
         guard dropped.isEmpty else {
             throw ConformanceFailure(
                 "\(what) dropped \(dropped.joined(separator: ", ")): credentials stay with their origin, "
@@ -54,7 +64,7 @@ extension ConformanceProbe {
             let landing = "/echo?from=\(status)"
             let target = redirect(status, to: server.url(landing, listener: 1).absoluteString)
             let what = "a \(status) to another origin (port \(server.ports[1]) instead of \(server.ports[0]))"
-            let response = try await response(HTTPRequest(url: server.url(target), headers: headers), "GET \(target)")
+            let response = try await response(Self.carrying(headers, to: server.url(target)), "GET \(target)")
             guard response.status == 200 else {
                 throw ConformanceFailure("\(what) was not followed: got status \(response.status)")
             }
