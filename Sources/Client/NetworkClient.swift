@@ -111,6 +111,9 @@ public final class NetworkClient: NetworkClientProtocol {
     let urlCache = PathURLCache()
     /// The configuration's sensitive header names and those the client's behaviors declare.
     let sensitiveHeaders: SensitiveHeaders
+    /// What every request of this client carries (its sensitive names), made once: `nil` when
+    /// they are the standard ones.
+    private let requestExtras: RequestExtras?
 
     /// Creates a client.
     /// - Parameters:
@@ -137,7 +140,9 @@ public final class NetworkClient: NetworkClientProtocol {
         self.baseURLString = base
         self.baseURLProblem = Self.problem(with: baseURL)
         self.baseScope = ClientScope(origin: Origin(baseURL))
-        self.sensitiveHeaders = configuration.sensitiveHeaders.adding(self.behaviors.behaviors.flatMap(\._sensitiveHeaderNames))
+        let sensitive = configuration.sensitiveHeaders.adding(self.behaviors.behaviors.flatMap(\._sensitiveHeaderNames))
+        self.sensitiveHeaders = sensitive
+        self.requestExtras = RequestExtras.make(transfer: nil, sensitiveHeaders: sensitive)
     }
 
     /// Why a base URL cannot make request URLs, or `nil` when it can. The text names the parts,
@@ -246,11 +251,13 @@ public final class NetworkClient: NetworkClientProtocol {
         case .stream(let stream): built.bodyStream = stream
         case nil: break
         }
-        built.sensitiveHeaders = sensitiveHeaders
+        if let requestExtras { built.extras = requestExtras }
         // A request's own behaviors may declare credential headers of their own (rare: one call each).
-        for behavior in request.behaviors {
+        if !request.behaviors.isEmpty {
+            for behavior in request.behaviors {
             let names = behavior._sensitiveHeaderNames
-            if !names.isEmpty { built.sensitiveHeaders = built.sensitiveHeaders.adding(names) }
+                if !names.isEmpty { built.sensitiveHeaders = built.sensitiveHeaders.adding(names) }
+            }
         }
         return built
     }

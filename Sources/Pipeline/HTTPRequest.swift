@@ -30,15 +30,27 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     /// ``body``; set one or the other. A transport that does not stream
     /// (``HTTPTransport/streamsBodies`` is `false`) gets it read into ``body`` first.
     public var bodyStream: HTTPBodyStream?
+    /// What the request carries besides its message: its transfer and its client's sensitive
+    /// header names, in one optional reference. `nil` for a request with neither (the common
+    /// case), so a request is no larger, and no dearer to copy, for having them.
+    package var extras: RequestExtras?
+
     /// Where the response body goes as it arrives and who is told about progress; set by
     /// ``NetworkClient`` for downloads, streamed responses and requests with a progress observer,
     /// and read by transports. Not part of equality.
-    public var transfer: TransferHandler?
+    public var transfer: TransferHandler? {
+        get { extras?.transfer }
+        set { extras = RequestExtras.make(transfer: newValue, sensitiveHeaders: sensitiveHeaders) }
+    }
+
     /// The header names whose values are credentials for this request: its client's
     /// (``NetworkClient/Configuration/sensitiveHeaders`` and the names its behaviors declare),
     /// set by ``NetworkClient``. A transport strips them on a cross-origin redirect; renderings of
     /// the request hide their values. Not part of equality.
-    public var sensitiveHeaders: SensitiveHeaders = .standard
+    public var sensitiveHeaders: SensitiveHeaders {
+        get { extras?.sensitiveHeaders ?? .standard }
+        set { extras = RequestExtras.make(transfer: transfer, sensitiveHeaders: newValue) }
+    }
 
     /// Creates a request.
     /// - Parameters:

@@ -144,7 +144,7 @@ public final class RequestContext: Sendable {
     package init(request: HTTPRequest, requestID: RequestID? = nil, scope: ClientScope, targetsBaseOrigin: Bool) {
         self.originalRequest = request
         self.scope = scope
-        self.targetsBaseOrigin = scope.origin == nil || targetsBaseOrigin
+        self.targetsBaseOrigin = !scope.hasOrigin || targetsBaseOrigin
         if let requestID { state.withLock { $0.requestID = requestID } }
     }
 
@@ -250,8 +250,13 @@ extension RequestContext: CustomReflectable {
 /// Made once per client; never shared between clients.
 package final class ClientScope: Sendable {
     package let origin: Origin?
+    /// Whether ``origin`` is set, read without copying the origin.
+    let hasOrigin: Bool
     private let lastRequestID = Locked<UInt64>(0)
-    package init(origin: Origin?) { self.origin = origin }
+    package init(origin: Origin?) {
+        self.origin = origin
+        self.hasOrigin = origin != nil
+    }
 
     /// The next request identifier of this client.
     func nextRequestID() -> RequestID {
