@@ -119,8 +119,9 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
         self.coordinator = RefreshCoordinator(timeout: refreshTimeout, clock: clock)
     }
 
-    /// How many refreshes this behavior (and its copies) started: for tests and metrics.
-    public var refreshCount: Int { get async { coordinator.refreshCount } }
+    /// How many refreshes this behavior (and its copies) started. A test seam of this package
+    /// (its tests and the demo count refreshes), not API.
+    package var refreshCount: Int { get async { coordinator.refreshCount } }
 
     /// Why the last refresh failed (`AuthError.refreshFailed(underlying:)` with the refresher's
     /// error, or `.refreshTimedOut`), or `nil` when the last one succeeded or none ran. Read it
