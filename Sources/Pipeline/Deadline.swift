@@ -36,19 +36,22 @@ extension Duration {
 package struct Deadline: Sendable {
     /// Sleeps until the deadline; throws when the sleeping task is cancelled.
     let sleep: @Sendable () async throws -> Void
+    /// Whether the deadline has passed on its clock: read where a result arrives, so that a
+    /// deadline holds even when the task sleeping until it has not been run yet (a busy machine).
+    let hasPassed: @Sendable () -> Bool
 
     /// The deadline `duration` from now on `clock`.
     /// - Parameters:
     ///   - duration: How long from now; clamped (negative means now, at most 100 years).
     ///   - clock: The clock to measure on.
     package init(after duration: Duration, on clock: any Clock<Duration>) {
-        sleep = Self.sleeper(after: duration.clampedForConveyor, on: clock)
+        (sleep, hasPassed) = Self.sleeper(after: duration.clampedForConveyor, on: clock)
     }
 
-    private static func sleeper<C: Clock<Duration>>(after duration: Duration, on clock: C) -> @Sendable () async throws
-        -> Void
-    {
+    private static func sleeper<C: Clock<Duration>>(after duration: Duration, on clock: C) -> (
+        @Sendable () async throws -> Void, @Sendable () -> Bool
+    ) {
         let end = clock.now.advanced(by: duration)
-        return { try await clock.sleep(until: end, tolerance: nil) }
+        return ({ try await clock.sleep(until: end, tolerance: nil) }, { clock.now >= end })
     }
 }

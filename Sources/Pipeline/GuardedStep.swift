@@ -4,6 +4,9 @@ package protocol StepSignal: AnyObject, Sendable {
     /// Whether the step ended before its work did; the work's result will be ignored and it
     /// must call no further hook.
     var isAbandoned: Bool { get }
+    /// Whether the step's deadline has passed, whether or not its timer has run yet: a result
+    /// that arrives after it is a timeout, even on a machine too busy to run the timer on time.
+    var isPastDeadline: Bool { get }
 }
 
 /// Something `RequestContext.cancel()` stops: the guarded step an interruptible request is in.
@@ -53,7 +56,12 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
 
     private let state = Locked(State())
 
-    private init() {}
+    /// When the step times out, if ever.
+    private let deadline: Deadline?
+
+    private init(deadline: Deadline?) { self.deadline = deadline }
+
+    package var isPastDeadline: Bool { deadline?.hasPassed() ?? false }
 
     package var isAbandoned: Bool {
         state.withLock { $0.ending != nil && $0.ending != .finished }
@@ -119,9 +127,15 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
                     if state.ending == nil { state.cancelledBeforeEnding = true }
                 }
             }
-            // Only the work itself can have cancelled its task if it finishes first: the step
-            // cancels its worker only when it ends early.
-            self.end(.finished, result: value, workCancelledItself: Task.isCancelled)
+            if self.isPastDeadline {
+                // The work finished after the deadline, before the timer ran (a busy machine):
+                // a timeout all the same, so a deadline never depends on when the timer is run.
+                self.end(.timedOut)
+            } else {
+                // Only the work itself can have cancelled its task if it finishes first: the step
+                // cancels its worker only when it ends early.
+                self.end(.finished, result: value, workCancelledItself: Task.isCancelled)
+            }
         }
         let timer = deadline.map { deadline in
             Task {
@@ -155,7 +169,7 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
         deadline: Deadline?, cancelledBy context: RequestContext?,
         _ work: @escaping @Sendable (GuardedStep) async -> Value
     ) async -> (outcome: Outcome, checkpoints: Int, cancelledItself: Bool) {
-        let step = GuardedStep()
+        let step = GuardedStep(deadline: deadline)
         context?.setInterruptTarget(step)
         await withTaskCancellationHandler {
             await withUnsafeContinuation { continuation in

@@ -247,6 +247,9 @@ package struct RequestRunner: Sendable {
         do throws(NetworkError) {
             if plan.intercept.isEmpty {
                 received = try await sendDirectly(prepared)
+                // A response that arrived after the deadline is a timeout (the timer may not have
+                // run yet on a busy machine).
+                if let step, step.isPastDeadline { throw .timedOut }
             } else {
                 received = try await intercepted(prepared, plan: plan, context: context, step: step)
             }
@@ -292,7 +295,12 @@ package struct RequestRunner: Sendable {
         // An abandoned step reaches no further member and never the transport, whichever member
         // calls `next`.
         let received = try await plan.runIntercept(prepared, context: context, step: step) {
-            request throws(NetworkError) in try await self.transportSend(request)
+            request throws(NetworkError) in
+            let response = try await self.transportSend(request)
+            // After the deadline, the transport's response is a timeout before any member sees
+            // it: a cache does not store it, a shared call does not hand it on.
+            if let step, step.isPastDeadline { throw .timedOut }
+            return response
         }
         return try judged(received)
     }
