@@ -34,24 +34,42 @@ extension Duration {
 /// The end of a request step's allowed time on a clock: an absolute instant, so several steps of
 /// one attempt share one deadline.
 package struct Deadline: Sendable {
-    /// Sleeps until the deadline; throws when the sleeping task is cancelled.
-    let sleep: @Sendable () async throws -> Void
-    /// Whether the deadline has passed on its clock: read where a result arrives, so that a
-    /// deadline holds even when the task sleeping until it has not been run yet (a busy machine).
-    let hasPassed: @Sendable () -> Bool
+    /// The clock and the instant, in one object (one allocation per deadline).
+    private let end: any DeadlineEnd
 
     /// The deadline `duration` from now on `clock`.
     /// - Parameters:
     ///   - duration: How long from now; clamped (negative means now, at most 100 years).
     ///   - clock: The clock to measure on.
     package init(after duration: Duration, on clock: any Clock<Duration>) {
-        (sleep, hasPassed) = Self.sleeper(after: duration.clampedForConveyor, on: clock)
+        end = Self.end(after: duration.clampedForConveyor, on: clock)
     }
 
-    private static func sleeper<C: Clock<Duration>>(after duration: Duration, on clock: C) -> (
-        @Sendable () async throws -> Void, @Sendable () -> Bool
-    ) {
-        let end = clock.now.advanced(by: duration)
-        return ({ try await clock.sleep(until: end, tolerance: nil) }, { clock.now >= end })
+    private static func end<C: Clock<Duration>>(after duration: Duration, on clock: C) -> any DeadlineEnd {
+        ClockInstant(clock: clock, instant: clock.now.advanced(by: duration))
     }
+
+    /// Sleeps until the deadline; throws when the sleeping task is cancelled.
+    func sleep() async throws { try await end.sleep() }
+
+    /// Whether the deadline has passed on its clock: read where a result arrives, so that a
+    /// deadline holds even when the task sleeping until it has not been run yet (a busy machine).
+    func hasPassed() -> Bool { end.hasPassed() }
+}
+
+/// An instant on a clock, behind an existential so that ``Deadline`` is not generic.
+private protocol DeadlineEnd: Sendable {
+    func sleep() async throws
+    func hasPassed() -> Bool
+}
+
+private final class ClockInstant<C: Clock<Duration>>: DeadlineEnd {
+    let clock: C
+    let instant: C.Instant
+    init(clock: C, instant: C.Instant) {
+        self.clock = clock
+        self.instant = instant
+    }
+    func sleep() async throws { try await clock.sleep(until: instant, tolerance: nil) }
+    func hasPassed() -> Bool { clock.now >= instant }
 }
