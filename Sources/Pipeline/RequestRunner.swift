@@ -276,13 +276,7 @@ package struct RequestRunner: Sendable {
     /// The response, if its status is acceptable.
     @inline(__always)
     func judged(_ received: HTTPResponse) throws(NetworkError) -> HTTPResponse {
-        guard acceptableStatusCodes.contains(received.status) else {
-            switch received.status {
-            case 401: throw .unauthorized(received)
-            case 404: throw .notFound(received)
-            default: throw .unacceptableStatus(received)
-            }
-        }
+        guard acceptableStatusCodes.contains(received.status) else { throw .unacceptableStatus(received) }
         return received
     }
 

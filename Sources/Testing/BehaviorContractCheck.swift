@@ -164,8 +164,9 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
             return nil
         } catch {
             switch error {
-            case .behaviorFailed(let name, let hook, _): return "the behavior \(name) threw in \(hook)"
-            case .invalidRequest(let reason): return "the request became invalid: \(reason)"
+            case .behaviorFailed:
+                return "the behavior \(error.behavior ?? "?") threw in \(error.hook.map { "\($0)" } ?? "?")"
+            case .invalidRequest: return "the request became invalid: \(error.reason ?? "")"
             case .unacceptableStatus: return "unacceptableStatus"
             case .connectionFailed: return "connectionFailed"
             case .cancelled: return "cancelled"

@@ -116,7 +116,7 @@ func authServer(valid: @escaping @Sendable () -> String, tally: Tally? = nil) ->
         }
         #expect(tokens.refreshes.withLock { $0 } == 1)
         for error in errors {
-            guard case .unauthorized(let response)? = error else {
+            guard case .unauthorized? = error, let response = error?.response else {
                 Issue.record("expected unauthorized, got \(String(describing: error))")
                 continue
             }

@@ -130,7 +130,7 @@ struct ModelDoor: AttemptIntercepting {
             return "body " + (try await body())
         } catch let error as NetworkError {
             switch error {
-            case .unacceptableStatus(let response): return "status \(response.status)"
+            case .unacceptableStatus: return "status \(error.status ?? 0)"
             case .cancelled: return "cancelled"
             case .timedOut: return "timedOut"
             case .connectionFailed: return "connectionFailed"

@@ -143,7 +143,7 @@ final class CapturingSink: LogSink {
             try await client(mock).send(Request<Void>(path: "/x"))
             error = nil
         } catch let caught { error = caught }
-        guard case .behaviorFailed("ResponseVerificationBehavior", .validate, let underlying)? = error else {
+        guard case .behaviorFailed? = error, error?.behavior == "ResponseVerificationBehavior", error?.hook == .validate, let underlying = error?.underlying else {
             Issue.record("unexpected \(String(describing: error))")
             return
         }

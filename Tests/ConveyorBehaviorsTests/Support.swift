@@ -20,8 +20,8 @@ func outcome(_ body: () async throws -> Void) async -> String {
         switch error {
         case .unauthorized: return "unauthorized"
         case .notFound: return "notFound"
-        case .unacceptableStatus(let response): return "status \(response.status)"
-        case .behaviorFailed(let name, let hook, _): return "\(name) failed in \(hook)"
+        case .unacceptableStatus: return "status \(error.status ?? 0)"
+        case .behaviorFailed: return "\(error.behavior ?? "?") failed in \(error.hook.map { "\($0)" } ?? "?")"
         case .cancelled: return "cancelled"
         case .timedOut: return "timedOut"
         case .offline: return "offline"

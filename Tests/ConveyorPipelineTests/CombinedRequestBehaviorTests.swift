@@ -61,7 +61,7 @@ import Testing
             try await chain.modify(&request, context: RequestContext(request: request))
             Issue.record("modify should have thrown")
         } catch let error as NetworkError {
-            guard case .behaviorFailed(let behavior, let hook, let underlying) = error else {
+            guard case .behaviorFailed = error, let behavior = error.behavior, let hook = error.hook, let underlying = error.underlying else {
                 Issue.record("unexpected \(error)")
                 return
             }

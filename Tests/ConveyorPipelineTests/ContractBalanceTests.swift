@@ -47,7 +47,7 @@ import Testing
         let mock = MockTransport()
         mock.enqueue(.text("nope", status: 404))
         let (recorder, error) = await run(mock)
-        guard case .notFound(let response) = error else {
+        guard case .notFound = error, let response = error?.response else {
             Issue.record("unexpected \(String(describing: error))")
             return
         }
@@ -59,7 +59,7 @@ import Testing
         let mock = MockTransport()
         mock.enqueue(.text(#"{"id": "#))
         let (recorder, error) = await run(mock)
-        guard case .decodingFailed(let response, _) = error else {
+        guard case .decodingFailed = error, let response = error?.response else {
             Issue.record("unexpected \(String(describing: error))")
             return
         }
@@ -73,7 +73,7 @@ import Testing
         let mock = MockTransport()
         mock.enqueue(.json(Movie(id: 1)))
         let (recorder, error) = await run(mock, failing: ("B", [hook]))
-        guard case .behaviorFailed("B", hook, _) = error else {
+        guard case .behaviorFailed = error, error?.behavior == "B", error?.hook == hook else {
             Issue.record("unexpected \(String(describing: error))")
             return
         }
@@ -83,7 +83,7 @@ import Testing
     @Test func aBehaviorThrowsWhilePreparingTheFirstAttempt() async {
         let mock = MockTransport()
         let (recorder, error) = await run(mock, failing: ("B", [.modify]))
-        guard case .behaviorFailed("B", .modify, _) = error else {
+        guard case .behaviorFailed = error, error?.behavior == "B", error?.hook == .modify else {
             Issue.record("unexpected \(String(describing: error))")
             return
         }
@@ -113,7 +113,7 @@ import Testing
             try await client.send(Request<Void>(path: "/x"))
             Issue.record("expected a failure")
         } catch {
-            guard case .behaviorFailed("FailOnRetry", .additionalHeaders, _) = error else {
+            guard case .behaviorFailed = error, error.behavior == "FailOnRetry", error.hook == .additionalHeaders else {
                 Issue.record("unexpected \(error)")
                 return
             }

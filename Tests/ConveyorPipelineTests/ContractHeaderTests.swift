@@ -60,7 +60,7 @@ import Testing
             try await client.send(Request<Void>(path: "/x"))
             Issue.record("the request should have been rejected")
         } catch {
-            guard case .invalidRequest(let reason) = error else {
+            guard case .invalidRequest = error, let reason = error.reason else {
                 Issue.record("unexpected \(error)")
                 return
             }

@@ -53,7 +53,7 @@ import Testing
             try await client.send(Request<Void>(path: "/x"))
             Issue.record("validate should have failed the request")
         } catch {
-            guard case .behaviorFailed("B", .validate, _) = error else {
+            guard case .behaviorFailed = error, error.behavior == "B", error.hook == .validate else {
                 Issue.record("unexpected \(error)")
                 return
             }

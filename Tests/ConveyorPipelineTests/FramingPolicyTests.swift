@@ -12,7 +12,7 @@ import Testing
             try FramingPolicy.check(headers)
             return "ok"
         } catch {
-            guard case .transportFailed(let underlying) = error, let malformed = underlying as? MalformedResponse else {
+            guard case .transportFailed = error, let underlying = error.underlying, let malformed = underlying as? MalformedResponse else {
                 return "other: \(error)"
             }
             return "\(malformed.rule)"

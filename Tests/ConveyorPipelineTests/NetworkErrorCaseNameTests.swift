@@ -9,17 +9,26 @@ import Testing
     static let everyCase: [(NetworkError, String)] = [
         (.invalidRequest("header 'X' carries pw-SECRET"), "invalidRequest"),
         (.behaviorFailed(behavior: "Auth", hook: .modify, underlying: URLError(.badURL)), "behaviorFailed"),
-        (.unauthorized(response), "unauthorized"), (.notFound(response), "notFound"),
         (.unacceptableStatus(response), "unacceptableStatus"),
         (.decodingFailed(response, underlying: URLError(.cannotDecodeContentData)), "decodingFailed"),
         (.timedOut, "timedOut"), (.responseTooLarge(limit: 1), "responseTooLarge"), (.offline, "offline"),
         (.connectionFailed(URLError(.cannotConnectToHost)), "connectionFailed"), (.cancelled, "cancelled"),
         (.tooManyRedirects, "tooManyRedirects"), (.transportFailed(URLError(.unknown)), "transportFailed"),
+        (.fileFailed(file: "pw-SECRET.txt", underlying: URLError(.unknown)), "fileFailed"),
+        (.notRetryable(after: .offline, reason: "pw-SECRET"), "notRetryable"),
     ]
 
     @Test func everyCaseHasItsOwnShortNameWithoutItsPayload() {
-        for (error, name) in Self.everyCase { #expect(error.caseName == name) }
-        #expect(Set(Self.everyCase.map { $0.0.caseName }).count == Self.everyCase.count)
-        #expect(Self.everyCase.allSatisfy { !$0.0.caseName.contains("SECRET") })
+        for (error, name) in Self.everyCase {
+            #expect(error.name == name)
+            // The kind's static member matches it, and is the only kind that does.
+            let kinds: [NetworkError] = [
+                .invalidRequest, .behaviorFailed, .unacceptableStatus, .decodingFailed, .timedOut, .responseTooLarge,
+                .offline, .connectionFailed, .cancelled, .tooManyRedirects, .transportFailed, .fileFailed, .notRetryable,
+            ]
+            #expect(kinds.filter { $0 ~= error }.map(\.name) == [name])
+        }
+        #expect(Set(Self.everyCase.map { $0.0.name }).count == Self.everyCase.count)
+        #expect(Self.everyCase.allSatisfy { !$0.0.name.contains("SECRET") })
     }
 }

@@ -121,7 +121,7 @@ struct SkipProbe: Sendable {
     }
 
     func retryDecision(_ failure: NetworkError, _ response: HTTPResponse?, _ context: RequestContext) -> RetryDecision {
-        log("retryDecision", context, "\(failure.caseName) \(response.map { "\($0.status)" } ?? "-")")
+        log("retryDecision", context, "\(failure.name) \(response.map { "\($0.status)" } ?? "-")")
         let retryable: Bool
         switch failure {
         case .connectionFailed: retryable = true
@@ -135,7 +135,7 @@ struct SkipProbe: Sendable {
     }
 
     func afterFailure(_ error: NetworkError, _ context: RequestContext) {
-        log("afterFailure", context, error.caseName)
+        log("afterFailure", context, error.name)
     }
 
     /// Marks a call the pipeline must never make (a method that is not a protocol witness).
@@ -764,7 +764,7 @@ struct SkipRun: Equatable {
         do {
             outcome = "success \(String(decoding: try await body(), as: UTF8.self))"
         } catch {
-            outcome = "failure \(error.caseName): \(error.description)"
+            outcome = "failure \(error.name): \(error.description)"
         }
         return SkipRun(trace: tape.withLock { $0 }, outcome: outcome)
     }

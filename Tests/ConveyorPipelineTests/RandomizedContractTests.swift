@@ -334,7 +334,7 @@ func name(of code: URLError.Code) -> String {
     }
 }
 
-func name(of error: NetworkError) -> String { error.caseName }
+func name(of error: NetworkError) -> String { error.name }
 
 /// A clock on which the scenario's timeouts wait until something fires them, and backoff waits
 /// (all far shorter) return at once.

@@ -25,7 +25,7 @@ import Testing
                                     _ = try await client.send(Request<Data>(path: "/bytes", query: ["count": 4 << 20]))
                                     return "success"
                                 } catch {
-                                    return error.caseName
+                                    return error.name
                                 }
                             }
                         }

@@ -141,7 +141,7 @@ final class ProgressLog: Sendable {
         let first = await #expect(throws: NetworkError.self) {
             try await client(mock).download(Request<Data>(path: "/big"), to: destination)
         }
-        #expect(first?.caseName == "connectionFailed")
+        #expect(first?.name == "connectionFailed")
         #expect(!FileManager.default.fileExists(atPath: destination.path))  // never a partial body at the destination
         #expect(scratch.names == [".later.bin.conveyor-partial", ".later.bin.conveyor-partial-info"])
         // The info file names neither the URL nor anything from it.
@@ -200,7 +200,7 @@ final class ProgressLog: Sendable {
             let error = await #expect(throws: NetworkError.self) {
                 try await client(mock).download(Request<Data>(path: "/big"), to: destination)
             }
-            guard case .fileFailed(let file, _) = error else {
+            guard case .fileFailed = error, let file = error?.file else {
                 Issue.record("expected .fileFailed, got \(String(describing: error))")
                 continue
             }
@@ -236,7 +236,7 @@ final class ProgressLog: Sendable {
             try await client(mock, recorder: recorder).download(
                 Request<Data>(path: "/big"), to: destination, maxSize: nil, writeBytes: fullDisk)
         }
-        guard case .fileFailed(let file, let underlying) = error else {
+        guard case .fileFailed = error, let file = error?.file, let underlying = error?.underlying else {
             Issue.record("expected .fileFailed, got \(String(describing: error))")
             return
         }

@@ -256,7 +256,7 @@ func outcome(_ body: () async throws -> Void) async -> String {
             _ = try client.makeHTTPRequest(Request<Void>(path: "/movies"))
             Issue.record("\(base) was accepted")
         } catch {
-            guard case .invalidRequest(let reason) = error else {
+            guard case .invalidRequest = error, let reason = error.reason else {
                 Issue.record("unexpected \(error)")
                 return
             }

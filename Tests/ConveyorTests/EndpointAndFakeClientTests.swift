@@ -78,7 +78,7 @@ struct MoviesViewModel {
 struct FakeClient: NetworkClientProtocol {
     let movies: [Movie]
     func send<Output>(_ request: Request<Output>) async throws(NetworkError) -> Output {
-        guard request.path == "/movies", let output = movies as? Output else { throw .notFound(
+        guard request.path == "/movies", let output = movies as? Output else { throw .unacceptableStatus(
             HTTPResponse(status: 404, request: HTTPRequest(url: URL(string: "http://fake")!))) }
         return output
     }

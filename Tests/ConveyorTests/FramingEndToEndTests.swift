@@ -16,7 +16,7 @@ import Testing
                     #expect(String(decoding: response.body, as: UTF8.self) == "ok")
                     if kind == "utf8" { #expect(response.headers["X-Odd"] == FramingCases.utf8Value) }
                 } catch {
-                    #expect(error.caseName == expected, "\(kind): \(error)")
+                    #expect(error.name == expected, "\(kind): \(error)")
                 }
             }
         }

@@ -38,7 +38,7 @@ import Testing
                             Request<HTTPResponse>(path: "/hostile", query: ["header": header, "variant": variant]))
                         outcomes.append("\(response.status)")
                     } catch {
-                        outcomes.append(error.caseName)
+                        outcomes.append(error.name)
                     }
                 }
             }

@@ -125,7 +125,7 @@ struct TraceHeader: HeaderAdding {
                 let _: Note = try await client(server).get("/malformed")
                 Issue.record("expected decodingFailed")
             } catch {
-                guard case .decodingFailed(let response, _) = error else {
+                guard case .decodingFailed = error, let response = error.response else {
                     Issue.record("unexpected \(error)")
                     return
                 }
@@ -330,7 +330,7 @@ struct SignalBeforeSend: SendObserving {
                 try await client.send(Request<Void>(path: "/status/300"))  // no Location
                 Issue.record("expected a failure")
             } catch {
-                guard case .unacceptableStatus(let response) = error else {
+                guard case .unacceptableStatus = error, let response = error.response else {
                     Issue.record("expected unacceptableStatus, got \(error)")
                     return
                 }

@@ -99,7 +99,7 @@ final class Mutex<Value>: @unchecked Sendable {
         #expect(recorder.hooks(of: "spy").last == .afterSuccess)
 
         let notFound = NetworkClient(baseURL: api, transport: mock) { Answering(status: 404, body: "") }
-        await #expect(throws: NetworkError.notFound(HTTPResponse(status: 404, request: HTTPRequest(url: api)))) {
+        await #expect(throws: NetworkError.notFound) {
             try await notFound.send(Request<Void>(path: "/b"))
         }
     }
@@ -133,7 +133,7 @@ final class Mutex<Value>: @unchecked Sendable {
             try await client.send(Request<Void>(path: "/d"))
             Issue.record("expected behaviorFailed")
         } catch {
-            guard case .behaviorFailed(let behavior, let hook, let underlying) = error else {
+            guard case .behaviorFailed = error, let behavior = error.behavior, let hook = error.hook, let underlying = error.underlying else {
                 Issue.record("unexpected \(error)")
                 return
             }

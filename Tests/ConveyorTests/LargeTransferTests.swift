@@ -85,7 +85,7 @@ import Testing
             let error = await #expect(throws: NetworkError.self) {
                 try await client(server).download(Request<Data>(path: "/fault/truncated"), to: destination)
             }
-            #expect(error?.caseName == "connectionFailed" || error?.caseName == "transportFailed")
+            #expect(error?.name == "connectionFailed" || error?.name == "transportFailed")
             #expect(scratch.names.isEmpty)
         }
     }

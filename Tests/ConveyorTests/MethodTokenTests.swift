@@ -39,7 +39,7 @@ import Testing
             } catch {
                 refused += 1
                 #expect(!Self.isToken(bytes), "refused a token: \(method)")
-                guard case .invalidRequest(let reason) = error else {
+                guard case .invalidRequest = error, let reason = error.reason else {
                     Issue.record("expected .invalidRequest, got \(error)")
                     continue
                 }

@@ -203,7 +203,7 @@ import Testing
         var form = MultipartForm(boundary: nil, using: RepeatingGenerator())
         form.append("--\(form.boundary)", name: "clash")
         let error = #expect(throws: NetworkError.self) { try form.bodyStream() }
-        guard case .invalidRequest(let reason)? = error else { return }
+        guard case .invalidRequest? = error, let reason = error?.reason else { return }
         #expect(reason.contains("no random multipart boundary"))
     }
 
@@ -212,7 +212,7 @@ import Testing
         var form = MultipartForm(boundary: boundary)
         form.append("v", name: "n")
         let error = #expect(throws: NetworkError.self) { try form.bodyStream() }
-        guard case .invalidRequest(let reason)? = error else { return }
+        guard case .invalidRequest? = error, let reason = error?.reason else { return }
         #expect(reason.hasPrefix("the multipart boundary is not valid"))
     }
 
@@ -231,7 +231,7 @@ import Testing
         form.append("before --fixed after", name: "text")
         #expect(form.boundary == "fixed")
         let error = #expect(throws: NetworkError.self) { try form.bodyStream() }
-        guard case .invalidRequest(let reason)? = error else { return }
+        guard case .invalidRequest? = error, let reason = error?.reason else { return }
         #expect(reason.contains("part 1 contains the boundary"))
         #expect(!reason.contains("before"), "the reason never quotes the content")
     }
@@ -244,7 +244,7 @@ import Testing
         form.append("ok", name: "first")
         form.append(Data("x".utf8), name: "f", filename: "f.txt", contentType: contentType)
         let error = #expect(throws: NetworkError.self) { try form.bodyStream() }
-        guard case .invalidRequest(let reason)? = error else { return }
+        guard case .invalidRequest? = error, let reason = error?.reason else { return }
         #expect(reason == "the content type of multipart part 2 contains CR, LF or NUL")
     }
 
@@ -253,7 +253,7 @@ import Testing
         var form = MultipartForm()
         form.append(file: missing, name: "upload")
         let error = #expect(throws: NetworkError.self) { try form.bodyStream() }
-        guard case .fileFailed(let file, _)? = error else {
+        guard case .fileFailed? = error, let file = error?.file else {
             Issue.record("expected fileFailed, got \(String(describing: error))")
             return
         }

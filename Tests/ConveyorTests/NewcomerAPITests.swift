@@ -50,9 +50,57 @@ import Testing
         let a = HTTPResponse(status: 404, headers: ["A": "1"], body: Data("a".utf8), request: request)
         let b = HTTPResponse(status: 404, headers: ["B": "2"], body: Data("b".utf8), request: request)
         let c = HTTPResponse(status: 500, request: request)
-        #expect(NetworkError.notFound(a) == .notFound(b))
+        #expect(NetworkError.unacceptableStatus(a) == .unacceptableStatus(b))
         #expect(NetworkError.unacceptableStatus(a) != .unacceptableStatus(c))
-        #expect(NetworkError.notFound(a) != .unacceptableStatus(a))
+        #expect(NetworkError.unacceptableStatus(a) == .notFound)
+        #expect(NetworkError.unacceptableStatus(c) == .status(500))
+        #expect(NetworkError.unacceptableStatus(a) != .unacceptableStatus)  // the bare kind keeps no status
+        #expect(NetworkError.unacceptableStatus(a) != .decodingFailed(a, underlying: URLError(.badURL)))
+    }
+
+    @Test func aKindsStaticMemberMatchesEveryErrorOfThatKind() {
+        let e404 = NetworkError.unacceptableStatus(HTTPResponse(status: 404, request: request))
+        let e503 = NetworkError.unacceptableStatus(HTTPResponse(status: 503, request: request))
+        func kind(_ error: NetworkError) -> String {
+            switch error {
+            case .unauthorized: "401"
+            case .notFound: "404"
+            case .unacceptableStatus: "other status"
+            case NetworkError.transportFailed(URLError(.badURL)): "bad URL"
+            case .transportFailed: "transport"
+            case .responseTooLarge(limit: 5): "five"
+            case .timedOut, .offline: "retry banner"
+            default: "other"
+            }
+        }
+        #expect(kind(e404) == "404")
+        #expect(kind(e503) == "other status")
+        #expect(kind(.transportFailed(URLError(.badURL))) == "bad URL")
+        #expect(kind(.transportFailed(URLError(.timedOut))) == "transport")
+        #expect(kind(.responseTooLarge(limit: 5)) == "five")
+        #expect(kind(.responseTooLarge(limit: 6)) == "other")
+        #expect(kind(.offline) == "retry banner")
+        #expect(kind(.notRetryable(after: .offline, reason: "r")) == "other")
+        let optional: NetworkError? = e503
+        if case .status(503) = optional {} else { Issue.record("an optional error should match its kind") }
+        if case .notFound = optional { Issue.record("a 503 is not a 404") }
+        if case .notFound = NetworkError?.none { Issue.record("nil matches nothing") }
+    }
+
+    @Test func decodingErrorsCompareByCaseAndPath() {
+        struct Key: CodingKey {
+            var stringValue: String
+            var intValue: Int? { nil }
+            init(stringValue: String) { self.stringValue = stringValue }
+            init?(intValue: Int) { nil }
+        }
+        let response = HTTPResponse(status: 200, request: request)
+        let missingA = DecodingError.keyNotFound(Key(stringValue: "a"), .init(codingPath: [], debugDescription: ""))
+        let missingB = DecodingError.keyNotFound(Key(stringValue: "b"), .init(codingPath: [], debugDescription: ""))
+        let corrupted = DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "x"))
+        #expect(NetworkError.decodingFailed(response, underlying: missingA) == .decodingFailed(response, underlying: missingA))
+        #expect(NetworkError.decodingFailed(response, underlying: missingA) != .decodingFailed(response, underlying: missingB))
+        #expect(NetworkError.decodingFailed(response, underlying: missingA) != .decodingFailed(response, underlying: corrupted))
     }
 
     @Test func underlyingErrorsCompareByTypeAndEquality() {
@@ -60,6 +108,7 @@ import Testing
         #expect(NetworkError.transportFailed(URLError(.badURL)) == .transportFailed(URLError(.badURL)))
         #expect(NetworkError.transportFailed(URLError(.badURL)) != .transportFailed(URLError(.timedOut)))
         #expect(NetworkError.transportFailed(Opaque()) == .transportFailed(Opaque()))
+        #expect(NetworkError.transportFailed(CocoaError(.fileNoSuchFile)) != .transportFailed(CocoaError(.fileLocking)))
         #expect(NetworkError.transportFailed(Opaque()) != .transportFailed(URLError(.badURL)))
         #expect(
             NetworkError.behaviorFailed(behavior: "Auth", hook: .modify, underlying: Opaque())

@@ -33,7 +33,7 @@ import Testing
             _ = try await client(mock).send(Request<String>(path: "/bin"))
             Issue.record("expected a decoding failure")
         } catch {
-            guard case .decodingFailed(let response, _) = error else {
+            guard case .decodingFailed = error, let response = error.response else {
                 Issue.record("unexpected \(error)")
                 return
             }

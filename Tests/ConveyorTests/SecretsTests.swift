@@ -52,8 +52,7 @@ struct ChattyError: Error, CustomStringConvertible {
             DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "bad")),
         ]
         var errors: [NetworkError] = [
-            .invalidRequest("header 'X' has a bad value"), .unauthorized(response), .notFound(response),
-            .unacceptableStatus(response), .timedOut, .offline, .cancelled,
+            .invalidRequest("header 'X' has a bad value"), .unacceptableStatus(response), .unauthorized, .forbidden, .timedOut, .offline, .cancelled,
         ]
         for error in underlying {
             errors += [

@@ -60,7 +60,7 @@ import Testing
             _ = try await client.send(Request<Data>(path: "/echo"))
             Issue.record("a session-level \(header) was accepted")
         } catch {
-            guard case .invalidRequest(let reason) = error else {
+            guard case .invalidRequest = error, let reason = error.reason else {
                 Issue.record("expected .invalidRequest, got \(error)")
                 return
             }

@@ -130,7 +130,7 @@ import Testing
                                 problems.withLock { $0.append("\(query) got \(text)") }
                             }
                         } catch .cancelled where cancelAfter != nil {
-                        } catch .unacceptableStatus(let response) where response.status == 503 && !hasRetry {
+                        } catch .status(503) where !hasRetry {
                         } catch {
                             problems.withLock { $0.append("\(query): \(error)") }
                         }
@@ -222,7 +222,7 @@ import Testing
                 _ = try await client.send(Request<String>(path: "/portal"))
                 Issue.record("round \(round): the portal page was accepted")
             } catch {
-                guard case .behaviorFailed(_, .validate, let underlying) = error,
+                guard case .behaviorFailed = error, error.hook == .validate, let underlying = error.underlying,
                     underlying as? ResponseVerificationError == .nonceMismatch
                 else {
                     Issue.record("round \(round): \(error)")

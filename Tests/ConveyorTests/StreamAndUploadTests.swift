@@ -12,7 +12,7 @@ import Testing
 struct OutcomeSignal: SuccessObserving, FailureObserving {
     let ended: AsyncStream<String>.Continuation
     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { ended.yield("success") }
-    func afterFailure(_ error: NetworkError, context: RequestContext) async { ended.yield(error.caseName) }
+    func afterFailure(_ error: NetworkError, context: RequestContext) async { ended.yield(error.name) }
 }
 
 /// A transport that streams `chunks` bodies and counts how many the client has taken so far.
@@ -119,7 +119,7 @@ final class CountingStreamer: HTTPTransport, Sendable {
                 for try await _ in streamed.body { count += 1 }
                 return "ended"
             } catch {
-                return (error as? NetworkError)?.caseName ?? "other"
+                return (error as? NetworkError)?.name ?? "other"
             }
         }
         reader.cancel()
@@ -145,11 +145,11 @@ final class CountingStreamer: HTTPTransport, Sendable {
             for try await _ in streamed.body { chunks += 1 }
         }
         #expect(chunks == 1)
-        guard case .notRetryable(let after, let reason) = error else {
+        guard case .notRetryable = error, let after = error?.after, let reason = error?.reason else {
             Issue.record("expected .notRetryable, got \(String(describing: error))")
             return
         }
-        #expect(after.caseName == "connectionFailed")
+        #expect(after.name == "connectionFailed")
         #expect(reason.contains("stream(_:)"))
         #expect(mock.requests.count == 1)
         #expect(recorder.hooks(of: "spy").filter { $0 == .afterFailure }.count == 1)
@@ -222,7 +222,7 @@ final class CountingStreamer: HTTPTransport, Sendable {
         let error = await #expect(throws: NetworkError.self) {
             try await client(mock) { RetryBehavior(.exponentialBackoff(maxAttempts: 3)) }.send(request)
         }
-        guard case .notRetryable(let after, let reason) = error else {
+        guard case .notRetryable = error, let after = error?.after, let reason = error?.reason else {
             Issue.record("expected .notRetryable, got \(String(describing: error))")
             return
         }
@@ -241,7 +241,7 @@ final class CountingStreamer: HTTPTransport, Sendable {
         let error = await #expect(throws: NetworkError.self) {
             try await client(mock).send(Request<Void>(method: .put, path: "/live", body: .stream(chunks)))
         }
-        #expect(error?.caseName == "unacceptableStatus")
+        #expect(error?.name == "unacceptableStatus")
     }
 
     @Test func aStreamLongerOrShorterThanItsLengthFails() async throws {
@@ -254,7 +254,7 @@ final class CountingStreamer: HTTPTransport, Sendable {
             let error = await #expect(throws: NetworkError.self) {
                 try await client(mock).send(Request<Void>(method: .put, path: "/live", body: .stream(chunks, length: length)))
             }
-            #expect(error?.caseName == "invalidRequest")
+            #expect(error?.name == "invalidRequest")
         }
     }
 
@@ -264,7 +264,7 @@ final class CountingStreamer: HTTPTransport, Sendable {
         let error = await #expect(throws: NetworkError.self) {
             try await client(mock).send(Request<Void>(method: .put, path: "/up", body: .file(missing, contentType: nil)))
         }
-        guard case .fileFailed(let file, _) = error else {
+        guard case .fileFailed = error, let file = error?.file else {
             Issue.record("expected .fileFailed, got \(String(describing: error))")
             return
         }
@@ -281,7 +281,7 @@ final class CountingStreamer: HTTPTransport, Sendable {
         let body = try HTTPBodyStream.file(file)
         try patterned(10).write(to: file)
         let error = await #expect(throws: NetworkError.self) { try await body.collect() }
-        #expect(error?.caseName == "fileFailed")
+        #expect(error?.name == "fileFailed")
     }
 
     @Test func aTransportThatDoesNotStreamGetsTheBytes() async throws {

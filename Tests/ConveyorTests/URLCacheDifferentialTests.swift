@@ -164,7 +164,7 @@ enum BuiltURL: Equatable, CustomStringConvertible {
         do {
             self = .url(try build())
         } catch {
-            self = .rejected(caseName: error.caseName, description: error.description)
+            self = .rejected(caseName: error.name, description: error.description)
         }
     }
 

@@ -90,7 +90,7 @@ struct RetryOnceOn503: RetryDeciding {
             let _: [String: Bool] = try await client.get("/status")
             Issue.record("expected a failure")
         } catch {
-            guard case .behaviorFailed("RequireJSONBehavior", .validate, let underlying) = error else {
+            guard case .behaviorFailed = error, error.behavior == "RequireJSONBehavior", error.hook == .validate, let underlying = error.underlying else {
                 Issue.record("unexpected \(error)")
                 return
             }

@@ -1,6 +1,6 @@
 /// The framing cases of Tests/Server/server.py (`/framing/<kind>`) and what every transport must
 /// make of each (contract rule 17: one framing policy above the transport). `"200"` is a response;
-/// anything else is a `NetworkError.caseName`. Shared by the URLSession tests and the
+/// anything else is a `NetworkError.name`. Shared by the URLSession tests and the
 /// AsyncHTTPClient tests, so both are held to one table.
 public enum FramingCases {
     public static let expected: [(kind: String, outcome: String)] = [

@@ -145,7 +145,7 @@ func soak(name: String, transport: any HTTPTransport, port: Int, skipping: Set<S
                     let response = try await client.send(Request<HTTPResponse>(path: "/" + path, query: ["n": index % 7]))
                     tally.add("outcome \(response.status)")
                 } catch {
-                    tally.add("outcome \(error.caseName)")
+                    tally.add("outcome \(error.name)")
                     if error.description.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D || $0 == 0 }) {
                         tally.add("dirty descriptions")
                     }

@@ -83,7 +83,7 @@ public struct SwiftMetricsBehavior: SendObserving, SuccessObserving, FailureObse
         ]
         var dimensions = target
         dimensions.append(("http.response.status_code", status.map(String.init) ?? "none"))
-        if let error { dimensions.append(("error.type", error.caseName)) }
+        if let error { dimensions.append(("error.type", error.name)) }
 
         Counter(label: "http.client.requests", dimensions: dimensions, factory: factory).increment()
         let (seconds, attoseconds) = elapsed.components

@@ -118,7 +118,7 @@ final class RequestSpan: Sendable {
         guard markEnded() else { return }
         if let status { span.attributes["http.response.status_code"] = SpanAttribute.int64(Int64(status)) }
         if let error {
-            span.attributes["error.type"] = SpanAttribute.string(error.caseName)
+            span.attributes["error.type"] = SpanAttribute.string(error.name)
             span.recordError(error)
             span.setStatus(SpanStatus(code: .error))
         }

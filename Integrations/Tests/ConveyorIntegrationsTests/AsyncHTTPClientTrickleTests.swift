@@ -38,8 +38,8 @@ import Testing
                                         query: ["bytes": size, "interval": String(interval), "head": head ? "1" : "0"]))
                                 return "success"
                             } catch {
-                                if case .notRetryable(let after, _) = error { return after.caseName }
-                                return error.caseName
+                                if case .notRetryable = error, let after = error.after { return after.name }
+                                return error.name
                             }
                         }
                     }

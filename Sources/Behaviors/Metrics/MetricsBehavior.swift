@@ -158,7 +158,7 @@ public struct PrintMetricsSink: MetricsSink {
 
     /// The line printed for an attempt.
     package static func line(for metrics: AttemptMetrics) -> String {
-        let outcome = metrics.status.map(String.init) ?? metrics.error?.caseName ?? "?"
+        let outcome = metrics.status.map(String.init) ?? metrics.error?.name ?? "?"
         var line = "\(metrics.method) \(metrics.path) #\(metrics.attempt) \(outcome) \(milliseconds(metrics.duration))"
         if let firstByte = metrics.timings?.firstByte { line += " (first byte \(milliseconds(firstByte)))" }
         return line

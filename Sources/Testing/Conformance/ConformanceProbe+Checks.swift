@@ -184,7 +184,7 @@ extension ConformanceProbe {
         let what = "GET /bytes?count=\(64 << 20) with maxResponseSize \(limit)"
         let request = HTTPRequest(url: server.url("/bytes?count=\(64 << 20)"), maxResponseSize: limit)
         let (result, elapsed) = await send(request, within: options.promptness)
-        guard case .failure(.responseTooLarge(let reported)) = result, reported == limit else {
+        guard case .failure(.responseTooLarge(limit: limit)) = result else {
             throw ConformanceFailure(
                 "\(what): expected .responseTooLarge(limit: \(limit)) within \(options.promptness), got "
                     + "\(result.summary)")

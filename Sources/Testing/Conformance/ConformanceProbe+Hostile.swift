@@ -19,7 +19,7 @@ extension ConformanceProbe {
         for attempt in 1...Self.hostileTries {
             let (result, _) = await send(HTTPRequest(url: server.url(path)))
             switch Self.judged(result) {
-            case .failure(.transportFailed(let error)) where error is MalformedResponse:
+            case .failure(let error) where error.name == "transportFailed" && error.underlying is MalformedResponse:
                 seen.insert("a response the framing policy refuses")
             case .failure(let error):
                 switch error {

@@ -63,7 +63,7 @@ enum ConformanceResult: Sendable {
         case .cancelled: ".cancelled"
         case .tooManyRedirects: ".tooManyRedirects"
         case .offline: ".offline"
-        case .responseTooLarge(let limit): ".responseTooLarge(limit: \(limit))"
+        case .responseTooLarge: ".responseTooLarge(limit: \(error.limit ?? 0))"
         case .connectionFailed: ".connectionFailed (\(error))"
         case .transportFailed: ".transportFailed (\(error))"
         default: "\(error)"
