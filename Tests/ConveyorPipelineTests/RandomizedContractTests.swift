@@ -296,7 +296,7 @@ func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String,
                 failure = ending.name
             case .success(let status):
                 guard (200..<300).contains(status) else {
-                    failure = status == 401 ? "unauthorized" : status == 404 ? "notFound" : "unacceptableStatus"
+                    failure = "unacceptableStatus \(status)"
                     break attemptBody
                 }
                 for b in members(.validate).reversed() {
@@ -334,7 +334,7 @@ func name(of code: URLError.Code) -> String {
     }
 }
 
-func name(of error: NetworkError) -> String { error.name }
+func name(of error: NetworkError) -> String { error.status.map { "\(error.name) \($0)" } ?? error.name }
 
 /// A clock on which the scenario's timeouts wait until something fires them, and backoff waits
 /// (all far shorter) return at once.
