@@ -47,9 +47,6 @@ public protocol Endpoint: Sendable {
     var behaviors: [any RequestBehavior] { get }
     /// Client behaviors this endpoint leaves out; none by default.
     var exclusions: [BehaviorExclusion] { get }
-    /// A canned response for UI tests and previews (Moya's `sampleData`), used only when the
-    /// client's ``NetworkClient/Configuration/answersWithSamples`` is on; `nil` by default.
-    var sampleResponse: SampleResponse? { get }
 }
 
 extension Endpoint {
@@ -67,8 +64,6 @@ extension Endpoint {
     public var behaviors: [any RequestBehavior] { [] }
     /// No exclusions.
     public var exclusions: [BehaviorExclusion] { [] }
-    /// No sample.
-    public var sampleResponse: SampleResponse? { nil }
 
     /// A typed request for this endpoint that decodes its response with `decode`.
     /// - Parameter decode: Turns the response into the output.
@@ -80,7 +75,6 @@ extension Endpoint {
             method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
             behaviors: behaviors, decode: decode)
         request.exclusions = exclusions
-        request.sample = sampleResponse
         return request
     }
 

@@ -48,12 +48,6 @@ public final class NetworkClient: NetworkClientProtocol {
         /// default; `nil` for no limit.
         public var maxResponseSize: Int?
 
-        /// Answer every request with its ``Request/sample`` (from ``Endpoint/sampleResponse``)
-        /// instead of the transport, through all behaviors: for UI tests and previews. A request
-        /// with no sample then fails with ``NetworkError/transportFailed(_:)`` saying so. `false`
-        /// by default.
-        public var answersWithSamples: Bool
-
         /// The header names whose values are credentials for this client's requests: the built-in
         /// ones and any you add. The names the client's behaviors declare
         /// (``SensitiveHeaderDeclaring``, such as an ``AuthTokenBehavior``'s header) are added to
@@ -73,16 +67,14 @@ public final class NetworkClient: NetworkClientProtocol {
         ///   - timeoutClock: The clock timeouts are measured on.
         ///   - attemptLimit: The cap on attempts per request.
         ///   - maxResponseSize: The most body bytes a response may have; `nil` for no limit.
-        ///   - answersWithSamples: Whether requests are answered with their sample responses.
         ///   - sensitiveHeaders: The header names whose values are credentials.
         public init(
             encoder: JSONEncoder = JSONEncoder(), decoder: JSONDecoder = JSONDecoder(),
             acceptableStatusCodes: Set<Int> = Set(200..<300), timeout: Duration? = nil,
             clock: any Clock<Duration> = ContinuousClock(), timeoutClock: any Clock<Duration> = ContinuousClock(),
             attemptLimit: Int = 10, maxResponseSize: Int? = Configuration.defaultMaxResponseSize,
-            answersWithSamples: Bool = false, sensitiveHeaders: SensitiveHeaders = .standard
+            sensitiveHeaders: SensitiveHeaders = .standard
         ) {
-            self.answersWithSamples = answersWithSamples
             self.sensitiveHeaders = sensitiveHeaders
             self.encoder = encoder
             self.decoder = decoder
@@ -202,11 +194,6 @@ public final class NetworkClient: NetworkClientProtocol {
             httpRequest.transfer = Self.transfer(taker: nil, request: request, plan: plan, context: context)
         }
         let decoder = configuration.decoder
-        if configuration.answersWithSamples {
-            return try await runner.answering(with: request.sample).run(httpRequest, plan: plan, context: context) {
-                response in try finish(response, context, decoder)
-            }
-        }
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             try finish(response, context, decoder)
         }
@@ -260,14 +247,5 @@ public final class NetworkClient: NetworkClientProtocol {
             }
         }
         return built
-    }
-}
-
-extension RequestRunner {
-    /// This runner with a transport that answers with `sample`.
-    func answering(with sample: SampleResponse?) -> RequestRunner {
-        RequestRunner(
-            transport: SampleTransport(sample: sample), clock: clock, timeoutClock: timeoutClock,
-            attemptLimit: attemptLimit, acceptableStatusCodes: acceptableStatusCodes)
     }
 }

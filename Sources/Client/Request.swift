@@ -32,10 +32,6 @@ public struct Request<Output>: Sendable {
     public var behaviors: [any RequestBehavior]
     /// Client behaviors this request leaves out.
     public var exclusions: [BehaviorExclusion]
-    /// The canned response a client with ``NetworkClient/Configuration/answersWithSamples``
-    /// on answers with; ignored otherwise. Endpoints set it from their
-    /// ``Endpoint/sampleResponse``.
-    public var sample: SampleResponse?
     /// Told how the request's upload and download progress (see ``onProgress(_:)``).
     public var progress: (@Sendable (TransferProgress) -> Void)?
 
@@ -65,7 +61,6 @@ public struct Request<Output>: Sendable {
         self.timeout = timeout
         self.behaviors = behaviors
         self.exclusions = []
-        self.sample = nil
         self.progress = nil
         self.decode = decode
     }

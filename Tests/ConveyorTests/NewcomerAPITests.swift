@@ -328,25 +328,32 @@ import Testing
     }
 }
 
-@Suite struct SampleResponseTests {
-    enum MovieAPI: Endpoint {
+@Suite struct SampledEndpointTests {
+    enum MovieAPI: SampledEndpoint, CaseIterable {
         case popular, upcoming
+        static let allCases: [MovieAPI] = [.popular, .upcoming]
         var path: String { self == .popular ? "/movies/popular" : "/movies/upcoming" }
-        var sampleResponse: SampleResponse? {
-            self == .popular ? .json(#"[{"id": 1, "title": "Alien"}]"#) : nil
+        var sampleReply: MockTransport.Reply? {
+            self == .popular ? .rawJSON(#"[{"id": 1, "title": "Alien"}]"#) : nil
         }
+    }
+    enum PagedAPI: SampledEndpoint {
+        case page(Int)
+        var path: String { "/movies" }
+        var query: QueryParameters { if case .page(let n) = self { ["page": n] } else { [:] } }
+        var sampleReply: MockTransport.Reply? { if case .page(let n) = self { .rawJSON("[\(n)]") } else { nil } }
     }
     struct Movie: Codable, Equatable, Sendable { var id: Int; var title: String }
 
-    @Test func aClientAnsweringWithSamplesNeverCallsItsTransportAndRunsItsBehaviors() async throws {
-        let mock = MockTransport()  // nothing stubbed: any call to it fails
+    @Test func aTransportStubbedWithSamplesAnswersThroughEveryBehavior() async throws {
+        let samples = MockTransport(baseURL: URL(string: "https://api.test/v1")!)
+        samples.stubSamples(MovieAPI.allCases)
         let recorder = HookRecorder()
-        let client = NetworkClient(
-            baseURL: URL(string: "https://api.test")!, transport: mock, configuration: .init(answersWithSamples: true)
-        ) { RecordingBehavior("R", recorder: recorder) }
+        let client = NetworkClient(baseURL: URL(string: "https://api.test/v1")!, transport: samples) {
+            RecordingBehavior("R", recorder: recorder)
+        }
         let movies: [Movie] = try await client.send(MovieAPI.popular)
         #expect(movies == [Movie(id: 1, title: "Alien")])
-        #expect(mock.requests.isEmpty)
         #expect(recorder.hooks(of: "R").contains(.afterSuccess))
         do throws(NetworkError) {
             let _: [Movie] = try await client.send(MovieAPI.upcoming)
@@ -356,15 +363,21 @@ import Testing
                 Issue.record("got \(error)")
                 return
             }
-            #expect(error.description.contains("no sample response"))
+            #expect(error.description.contains("GET /movies/popular"))  // the stubs are listed
         }
     }
 
-    @Test func samplesAreIgnoredWhenTheClientDoesNotAnswerWithThem() async throws {
-        let mock = MockTransport()
-        mock.stub(.get, "/movies/popular", reply: .json([Movie(id: 9, title: "Real")]))
-        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
-        let movies: [Movie] = try await client.send(MovieAPI.popular)
-        #expect(movies == [Movie(id: 9, title: "Real")])
+    @Test func endpointsWithParametersAreStubbedOneValueEach() async throws {
+        let samples = MockTransport(baseURL: URL(string: "https://api.test")!)
+        samples.stubSamples([PagedAPI.page(1), .page(2)])
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: samples)
+        let two: [Int] = try await client.send(PagedAPI.page(2))
+        let one: [Int] = try await client.send(PagedAPI.page(1))
+        #expect(one == [1] && two == [2])
+        await #expect {
+            let _: [Int] = try await client.send(PagedAPI.page(3))
+        } throws: { error in
+            NetworkError.transportFailed ~= error
+        }
     }
 }

@@ -130,7 +130,6 @@ extension NetworkClient {
         let targetsBase = !absolute || Origin(httpRequest.url) == baseScope.origin
         let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
         httpRequest.transfer = Self.transfer(taker: taker, request: request, plan: plan, context: context)
-        let runner = configuration.answersWithSamples ? self.runner.answering(with: request.sample) : self.runner
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             (response, context.attempt)
         }
