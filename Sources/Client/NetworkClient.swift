@@ -134,7 +134,7 @@ public final class NetworkClient: NetworkClientProtocol {
         self.baseScope = ClientScope(origin: Origin(baseURL))
         let sensitive = configuration.sensitiveHeaders.adding(self.behaviors.behaviors.flatMap(\._sensitiveHeaderNames))
         self.sensitiveHeaders = sensitive
-        self.requestExtras = RequestExtras.make(transfer: nil, sensitiveHeaders: sensitive)
+        self.requestExtras = RequestExtras.make(sensitiveHeaders: sensitive)
     }
 
     /// Why a base URL cannot make request URLs, or `nil` when it can. The text names the parts,
@@ -183,16 +183,17 @@ public final class NetworkClient: NetworkClientProtocol {
         _ finish: (HTTPResponse, RequestContext, JSONDecoder) throws -> Result
     ) async throws(NetworkError) -> Result {
         let absolute = URLBuilder.isAbsolute(request.path)
-        var httpRequest = try makeHTTPRequest(request, absolute: absolute)
+        let httpRequest = try makeHTTPRequest(request, absolute: absolute)
         let plan =
             request.exclusions.isEmpty && request.behaviors.isEmpty
             ? behaviors.plan : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
         // A relative path is on the base origin by construction; only an absolute URL is parsed.
         let targetsBase = !absolute || Origin(httpRequest.url) == baseScope.origin
-        let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
-        if request.progress != nil || !plan.progressObservers.isEmpty {
-            httpRequest.transfer = Self.transfer(taker: nil, request: request, plan: plan, context: context)
-        }
+        let transfer =
+            request.progress != nil || !plan.progressObservers.isEmpty
+            ? Self.transfer(taker: nil, request: request, plan: plan) : nil
+        let context = RequestContext(
+            request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase, transfer: transfer)
         let decoder = configuration.decoder
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             try finish(response, context, decoder)
@@ -202,14 +203,16 @@ public final class NetworkClient: NetworkClientProtocol {
     /// The transfer handler for one request: `taker` gets its body, and the request's progress
     /// observer and the chain's observing members hear how it goes.
     static func transfer<Output>(
-        taker: (any ResponseBodyTaker)?, request: Request<Output>, plan: HookPlan, context: RequestContext
+        taker: (any ResponseBodyTaker)?, request: Request<Output>, plan: HookPlan
     ) -> TransferHandler {
-        var observers: [@Sendable (TransferProgress) -> Void] = []
-        if let progress = request.progress { observers.append(progress) }
+        var observers: [@Sendable (TransferProgress, RequestContext?) -> Void] = []
+        if let progress = request.progress { observers.append { value, _ in progress(value) } }
         for member in plan.progressObservers {
-            observers.append { progress in member._transferProgressed(progress, context: context) }
+            observers.append { progress, context in
+                if let context { member._transferProgressed(progress, context: context) }
+            }
         }
-        return TransferHandler(taker: taker, observers: observers, context: context)
+        return TransferHandler(taker: taker, observers: observers)
     }
 
     /// Builds the pipeline's request: URL, query, body, content type, timeout.

@@ -93,8 +93,8 @@ package final class StreamingExchange: TaskExchange {
 
     // MARK: The delegate's side (the session's delegate queue)
 
-    func followManually(to target: URL, redirectsSoFar: Int) {
-        state.withLock { $0.manualRedirect = ManualRedirect(target: target, redirectsSoFar: redirectsSoFar) }
+    func followManually(to next: HTTPRequest, redirectsSoFar: Int) {
+        state.withLock { $0.manualRedirect = ManualRedirect(next: next, redirectsSoFar: redirectsSoFar) }
     }
 
     func stopRedirecting() { state.withLock { $0.tooManyRedirects = true } }

@@ -74,7 +74,7 @@ enum ConveyorClientSend {
 protocol TaskExchange: AnyObject, Sendable {
     var request: HTTPRequest { get }
     var redirectsBefore: Int { get }
-    func followManually(to target: URL, redirectsSoFar: Int)
+    func followManually(to next: HTTPRequest, redirectsSoFar: Int)
     func receivedHead(_ response: URLResponse)
     func sentBody(_ bytes: Int64, of expected: Int64)
     func collected(_ timings: TransferTimings)
@@ -113,6 +113,8 @@ final class DataTaskExchange: TaskExchange {
     }
 
     let request: HTTPRequest
+    /// Who hears of upload and download progress (a streaming transport's transfer).
+    let transfer: TransferHandler?
     private let state = Locked(State())
     /// The session whose task this is, checked for a `URLCache` before cancelling on Linux.
     private let session: URLSession
@@ -127,15 +129,16 @@ final class DataTaskExchange: TaskExchange {
     /// follows some itself), counted against its limit.
     let redirectsBefore: Int
 
-    init(request: HTTPRequest, session: URLSession, redirectsBefore: Int = 0) {
+    init(request: HTTPRequest, transfer: TransferHandler? = nil, session: URLSession, redirectsBefore: Int = 0) {
         self.request = request
+        self.transfer = transfer
         self.session = session
         self.redirectsBefore = redirectsBefore
     }
 
     /// The task ends at this redirect, which the transport then sends itself.
-    func followManually(to target: URL, redirectsSoFar: Int) {
-        state.withLock { $0.manualRedirect = ManualRedirect(target: target, redirectsSoFar: redirectsSoFar) }
+    func followManually(to next: HTTPRequest, redirectsSoFar: Int) {
+        state.withLock { $0.manualRedirect = ManualRedirect(next: next, redirectsSoFar: redirectsSoFar) }
     }
 
     /// The response's head arrived.
@@ -150,7 +153,7 @@ final class DataTaskExchange: TaskExchange {
 
     /// Body bytes were sent: `bytes` so far of `expected` (negative when unknown).
     func sentBody(_ bytes: Int64, of expected: Int64) {
-        request.transfer?.sent(bytes, of: expected >= 0 ? expected : request.bodyStream?.length)
+        transfer?.sent(bytes, of: expected >= 0 ? expected : request.bodyStream?.length)
         guard expected < 0 || bytes >= expected else { return }
         let now = ContinuousClock.now
         state.withLock { $0.requestSent = started.duration(to: now) }
@@ -200,7 +203,7 @@ final class DataTaskExchange: TaskExchange {
             state.chunks.append(data)
             return (false, state.size, state.expectedLength)
         }
-        if let transfer = request.transfer, !tooLarge, size > 0 { transfer.received(Int64(size), of: expected) }
+        if let transfer, !tooLarge, size > 0 { transfer.received(Int64(size), of: expected) }
         if tooLarge, let limit = request.maxResponseSize {
             finish(.failure(NetworkError.responseTooLarge(limit: limit)), cancellingTask: true)
         }
@@ -312,7 +315,7 @@ enum TaskCanceller {
 /// redirect the session followed) loses its `Set-Cookie`: a cookie is accepted only from the
 /// origin that was asked, so a redirect target cannot set one for it.
 func responseHeaders(_ response: HTTPURLResponse, requested: URL) -> HTTPHeaders {
-    let foreign = response.url.map { !SessionDelegate.sameOrigin(requested, $0) } ?? false
+    let foreign = response.url.map { !RedirectPolicy.sameOrigin(requested, $0) } ?? false
     var headers = HTTPHeaders()
     for (name, value) in response.allHeaderFields {
         if let name = name as? String, let value = value as? String {
@@ -346,7 +349,8 @@ func headerDictionary(_ headers: HTTPHeaders) -> [String: String] {
 /// A redirect that ``URLSessionTransport`` follows with a new data task (a 307/308 with a body on
 /// Linux); never seen outside the transport.
 struct ManualRedirect: Error {
-    let target: URL
+    /// The next hop, as ``RedirectPolicy`` made it.
+    let next: HTTPRequest
     let redirectsSoFar: Int
 }
 

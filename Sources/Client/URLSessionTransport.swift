@@ -43,7 +43,7 @@ public import ConveyorPipeline
 /// let transport = URLSessionTransport(configuration: .ephemeral, maximumRedirects: 5)
 /// let client = NetworkClient(baseURL: api, transport: transport)
 /// ```
-public final class URLSessionTransport: HTTPTransport {
+public final class URLSessionTransport: StreamingHTTPTransport {
     /// A transport with the default configuration, shared by clients that don't pass one.
     public static let shared = URLSessionTransport()
 
@@ -58,7 +58,7 @@ public final class URLSessionTransport: HTTPTransport {
     ///   - maximumRedirects: How many redirects one request may follow; `0` follows none.
     public init(configuration: URLSessionConfiguration = .default, maximumRedirects: Int = 10) {
         self.maximumRedirects = max(0, maximumRedirects)
-        let delegate = SessionDelegate(maximumRedirects: self.maximumRedirects)
+        let delegate = SessionDelegate(policy: RedirectPolicy(maximumRedirects: maximumRedirects))
         self.delegate = delegate
         self.setupProblem = Self.credentialHeaderProblem(in: configuration)
         self.session = URLSession(
@@ -67,6 +67,8 @@ public final class URLSessionTransport: HTTPTransport {
     }
 
     private let delegate: SessionDelegate
+    /// The one redirect policy every transport applies.
+    private var redirectPolicy: RedirectPolicy { RedirectPolicy(maximumRedirects: maximumRedirects) }
     /// Bytes of this transport's streamed responses that ever waited in a spill file (a slow
     /// reader): per transport, read by tests that check the slow path ran.
     package let spilledBytes = Locked<Int64>(0)
@@ -98,11 +100,21 @@ public final class URLSessionTransport: HTTPTransport {
 
     deinit { session.finishTasksAndInvalidate() }
 
-    /// Sends one attempt.
-    /// - Parameter request: The attempt, after every behavior ran.
+    /// Sends one attempt, streaming both bodies. A file body is uploaded from its file. A body of
+    /// several parts (multipart) or a one-shot sequence is first copied to a temporary file, and
+    /// uploaded from there with its `Content-Length`: FoundationNetworking sends an `InputStream`
+    /// body with `Transfer-Encoding: chunked` (even next to a `Content-Length`, which is invalid
+    /// HTTP), and reads it synchronously on the thread that drives every transfer of the session,
+    /// where waiting for an async producer would stall the session's other requests. A response
+    /// body `transfer` takes is handed on as it arrives; while the receiver is behind, it waits in
+    /// a temporary file, and on Linux the session's delegate queue holds FoundationNetworking back
+    /// while it is behind, so memory stays bounded whatever the speeds.
+    /// - Parameters:
+    ///   - request: The attempt, after every behavior ran.
+    ///   - transfer: Where the response body goes and who hears of progress.
     /// - Returns: The response, whatever its status.
     /// - Throws: `URLError`, mapped by the client to ``NetworkError``.
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
         // The pipeline refuses such a method already; a direct caller gets the same answer.
         guard request.method.isToken else { throw NetworkError.invalidRequest(HTTPMethod.notATokenReason(request.method)) }
         if let setupProblem { throw NetworkError.invalidRequest(setupProblem) }
@@ -140,12 +152,13 @@ public final class URLSessionTransport: HTTPTransport {
                 } else {
                     session.dataTask(with: urlRequest)
                 }
-            if let transfer = request.transfer, transfer.takesBodies {
+            if let transfer, transfer.takesBodies {
                 exchange = StreamingExchange(
                     request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar,
                     spilled: spilledBytes)
             } else {
-                exchange = DataTaskExchange(request: hop, session: session, redirectsBefore: redirectsSoFar)
+                exchange = DataTaskExchange(
+                    request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar)
             }
             delegate.register(exchange, for: task)
             do {
@@ -160,18 +173,12 @@ public final class URLSessionTransport: HTTPTransport {
                 response.request = request
                 // A hop this transport followed itself (307/308 with a body) to another origin:
                 // that origin may not set cookies for the one that was asked.
-                if !SessionDelegate.sameOrigin(request.url, hop.url) { response.headers["Set-Cookie"] = nil }
+                response.headers = redirectPolicy.delivering(response.headers, from: hop.url, askedFor: request.url)
                 return response
             } catch let redirect as ManualRedirect {
-                // A 307/308 with a body, followed here (see the delegate): same method and body,
-                // no credential header if the target is another origin.
-                let target = redirect.target
-                if !SessionDelegate.sameOrigin(hop.url, target) {
-                    for name in Set(hop.headers.map(\.name)) where hop.sensitiveHeaders.contains(name) {
-                        hop.headers[name] = nil
-                    }
-                }
-                hop.url = target
+                // A 307/308 with a body, followed here (see the delegate): the hop the redirect
+                // policy made (same method and body, no credential header on another origin).
+                hop = redirect.next
                 redirectsSoFar = redirect.redirectsSoFar
             }
         }
@@ -236,18 +243,6 @@ public final class URLSessionTransport: HTTPTransport {
         return removed
     }
 
-    /// `true`: bodies stream in both directions (see ``HTTPTransport/streamsBodies``). A file
-    /// body is uploaded from its file. A body of several parts (multipart) or a one-shot sequence
-    /// is first copied to a temporary file, and uploaded from there with its `Content-Length`:
-    /// FoundationNetworking sends an `InputStream` body with `Transfer-Encoding: chunked` (even
-    /// next to a `Content-Length`, which is invalid HTTP), and reads it synchronously on the
-    /// thread that drives every transfer of the session, where waiting for an async producer
-    /// would stall the session's other requests. A response body the request's transfer takes is
-    /// handed on as it arrives; while the receiver is behind, it waits in a temporary file, and on
-    /// Linux the session's delegate queue holds FoundationNetworking back while it is behind, so
-    /// memory stays bounded whatever the speeds.
-    public var streamsBodies: Bool { true }
-
     /// `true`: a cancelled call returns at once, whatever the session is doing.
     public var honorsCancellation: Bool { true }
 }
@@ -257,12 +252,13 @@ public final class URLSessionTransport: HTTPTransport {
 final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     // @unchecked: `redirects` and `exchanges` are only touched under `lock`; the rest is immutable.
     private let lock = NSLock()
-    private var redirects: [Int: Int] = [:]
+    /// Per task: redirects followed so far, and the hop that is under way.
+    private var redirects: [Int: (count: Int, hop: HTTPRequest)] = [:]
     private var exchanges: [Int: any TaskExchange] = [:]
-    private let maximumRedirects: Int
+    private let policy: RedirectPolicy
 
-    init(maximumRedirects: Int) {
-        self.maximumRedirects = maximumRedirects
+    init(policy: RedirectPolicy) {
+        self.policy = policy
     }
 
     /// Routes `task`'s bytes and completion to `exchange`.
@@ -324,38 +320,47 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
         lock.lock()
-        let count = redirects[task.taskIdentifier, default: exchanges[task.taskIdentifier]?.redirectsBefore ?? 0] + 1
-        redirects[task.taskIdentifier] = count
+        let exchange = exchanges[task.taskIdentifier]
+        let (soFar, current) =
+            redirects[task.taskIdentifier] ?? (exchange?.redirectsBefore ?? 0, exchange?.request)
         lock.unlock()
-        guard count <= maximumRedirects else {
-            exchange(for: task)?.stopRedirecting()
-            completionHandler(nil)  // end the task with the 3xx; the exchange reports the cap
+        guard let exchange, let current else {
+            completionHandler(nil)
             return
         }
-        #if canImport(FoundationNetworking)
-            // 307 and 308 keep the method and the body (RFC 9110 §15.4.8–9), but FoundationNetworking
-            // clears the body of every redirected request, whatever the delegate returns
-            // (swift-corelibs-foundation PR #2948): a redirected POST would arrive empty. So the
-            // task stops here, and the transport sends the next hop itself, body included.
-            if response.statusCode == 307 || response.statusCode == 308, let target = request.url,
-                let exchange = exchange(for: task), exchange.request.body?.isEmpty == false || exchange.request.bodyStream != nil
-            {
-                exchange.followManually(to: target, redirectsSoFar: count)
-                completionHandler(nil)
-                return
+        let location = response.value(forHTTPHeaderField: "Location")
+        switch policy.step(status: response.statusCode, location: location, after: current, redirectsSoFar: soFar) {
+        case .deliver:
+            completionHandler(nil)  // not a redirect to follow: the 3xx is the response
+        case .tooManyRedirects:
+            exchange.stopRedirecting()
+            completionHandler(nil)  // end the task with the 3xx; the exchange reports the cap
+        case .follow(let next):
+            lock.lock()
+            redirects[task.taskIdentifier] = (soFar + 1, next)
+            lock.unlock()
+            let keepsBody = next.method == current.method && (response.statusCode == 307 || response.statusCode == 308)
+            #if canImport(FoundationNetworking)
+                // 307 and 308 keep the method and the body (RFC 9110 §15.4.8–9), but
+                // FoundationNetworking clears the body of every redirected request, whatever the
+                // delegate returns (swift-corelibs-foundation PR #2948): a redirected POST would
+                // arrive empty. So the task stops here, and the transport sends the next hop
+                // itself, body included.
+                if keepsBody, next.body?.isEmpty == false || next.bodyStream != nil {
+                    exchange.followManually(to: next, redirectsSoFar: soFar + 1)
+                    completionHandler(nil)
+                    return
+                }
+            #endif
+            // The hop as the policy made it; a kept body stays where the platform put it (an
+            // upload task's file or data is not in the request).
+            var outgoing = ConveyorClientSend.urlRequest(for: next)
+            if keepsBody {
+                outgoing.httpBody = request.httpBody ?? outgoing.httpBody
+                outgoing.httpBodyStream = request.httpBodyStream ?? outgoing.httpBodyStream
             }
-        #endif
-        var next = request
-        let from = task.originalRequest?.url ?? response.url
-        if !Self.sameOrigin(from, request.url) {
-            // Every credential header (the request's client's SensitiveHeaders: built-in, declared
-            // by behaviors, added by the user) stays behind.
-            let sensitive = exchange(for: task)?.request.sensitiveHeaders ?? .standard
-            for name in (request.allHTTPHeaderFields ?? [:]).keys where sensitive.contains(name) {
-                next.setValue(nil, forHTTPHeaderField: name)
-            }
+            completionHandler(outgoing)
         }
-        completionHandler(next)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
@@ -364,13 +369,6 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
         let exchange = exchanges.removeValue(forKey: task.taskIdentifier)
         lock.unlock()
         exchange?.complete(response: task.response, error: error)
-    }
-
-    static func sameOrigin(_ a: URL?, _ b: URL?) -> Bool {
-        guard let a, let b else { return false }
-        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : url.scheme?.lowercased() == "http" ? 80 : nil) }
-        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
-            && port(a) == port(b)
     }
 }
 

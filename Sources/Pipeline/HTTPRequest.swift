@@ -17,8 +17,27 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     public var url: URL
     /// The header fields.
     public var headers: HTTPHeaders
-    /// The body bytes, or `nil` for none.
-    public var body: Data?
+    /// The one body a request has: none, bytes, or a stream (a file, parts, a sequence).
+    private var content: Content
+
+    private enum Content: Sendable, Hashable {
+        case none
+        case bytes(Data)
+        case stream(HTTPBodyStream)
+    }
+
+    /// The body bytes, or `nil` when the request has none or a ``bodyStream``. A request has one
+    /// body: setting bytes replaces a stream, and setting `nil` removes only bytes.
+    public var body: Data? {
+        get { if case .bytes(let data) = content { data } else { nil } }
+        set {
+            if let newValue {
+                content = .bytes(newValue)
+            } else if case .bytes = content {
+                content = .none
+            }
+        }
+    }
     /// How long one attempt may take before it fails with ``NetworkError/timedOut``;
     /// `nil` leaves it to the transport's own default.
     public var timeout: Duration?
@@ -26,22 +45,24 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     /// one fails with ``NetworkError/responseTooLarge(limit:)``. `nil` for no limit.
     /// ``NetworkClient`` sets it from its configuration.
     public var maxResponseSize: Int?
-    /// A body read in pieces while it is sent (a file, parts, a one-shot sequence), instead of
-    /// ``body``; set one or the other. A transport that does not stream
-    /// (``HTTPTransport/streamsBodies`` is `false`) gets it read into ``body`` first.
-    public var bodyStream: HTTPBodyStream?
-    /// What the request carries besides its message: its transfer and its client's sensitive
-    /// header names, in one optional reference. `nil` for a request with neither (the common
-    /// case), so a request is no larger, and no dearer to copy, for having them.
-    package var extras: RequestExtras?
-
-    /// Where the response body goes as it arrives and who is told about progress; set by
-    /// ``NetworkClient`` for downloads, streamed responses and requests with a progress observer,
-    /// and read by transports. Not part of equality.
-    public var transfer: TransferHandler? {
-        get { extras?.transfer }
-        set { extras = RequestExtras.make(transfer: newValue, sensitiveHeaders: sensitiveHeaders) }
+    /// A body read in pieces while it is sent (a file, parts, a one-shot sequence), or `nil`
+    /// when the request has none or bytes in ``body``. Setting a stream replaces bytes, and
+    /// setting `nil` removes only a stream. A transport that does not stream (not a
+    /// ``StreamingHTTPTransport``) gets it read into ``body`` first.
+    public var bodyStream: HTTPBodyStream? {
+        get { if case .stream(let stream) = content { stream } else { nil } }
+        set {
+            if let newValue {
+                content = .stream(newValue)
+            } else if case .stream = content {
+                content = .none
+            }
+        }
     }
+    /// What the request carries besides its message: its client's sensitive header names, in one
+    /// optional reference. `nil` for the standard names (the common case), so a request is no
+    /// larger, and no dearer to copy, for having them.
+    package var extras: RequestExtras?
 
     /// The header names whose values are credentials for this request: its client's
     /// (``NetworkClient/Configuration/sensitiveHeaders`` and the names its behaviors declare),
@@ -49,7 +70,7 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     /// the request hide their values. Not part of equality.
     public var sensitiveHeaders: SensitiveHeaders {
         get { extras?.sensitiveHeaders ?? .standard }
-        set { extras = RequestExtras.make(transfer: transfer, sensitiveHeaders: newValue) }
+        set { extras = RequestExtras.make(sensitiveHeaders: newValue) }
     }
 
     /// Creates a request.
@@ -67,22 +88,16 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
         self.method = method
         self.url = url
         self.headers = headers
-        self.body = body
+        self.content = body.map { .bytes($0) } ?? .none
         self.timeout = timeout
         self.maxResponseSize = maxResponseSize
     }
 
-    /// Whether the response body goes somewhere other than ``HTTPResponse/body`` (a file, a
-    /// caller's stream): behaviors that keep or share responses (a cache, de-duplication) leave
-    /// such a request alone, since its response reaches them with an empty body.
-    public var streamsResponseBody: Bool { transfer?.takesBodies ?? false }
-
     /// Requests are equal when method, URL, headers, body, body stream, timeout and size limit
-    /// are; ``transfer`` and ``sensitiveHeaders`` are not compared.
+    /// are; ``sensitiveHeaders`` are not compared.
     public static func == (lhs: HTTPRequest, rhs: HTTPRequest) -> Bool {
-        lhs.method == rhs.method && lhs.url == rhs.url && lhs.headers == rhs.headers && lhs.body == rhs.body
+        lhs.method == rhs.method && lhs.url == rhs.url && lhs.headers == rhs.headers && lhs.content == rhs.content
             && lhs.timeout == rhs.timeout && lhs.maxResponseSize == rhs.maxResponseSize
-            && lhs.bodyStream == rhs.bodyStream
     }
 
     /// Hashes what ``==(_:_:)`` compares.
@@ -90,10 +105,9 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
         hasher.combine(method)
         hasher.combine(url)
         hasher.combine(headers)
-        hasher.combine(body)
+        hasher.combine(content)
         hasher.combine(timeout)
         hasher.combine(maxResponseSize)
-        hasher.combine(bodyStream)
     }
 
     /// `METHOD url` with the user info and the query left out, since they may carry passwords,

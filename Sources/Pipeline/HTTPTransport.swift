@@ -33,19 +33,38 @@ public protocol HTTPTransport: Sendable {
     /// cancellation or timeout, which costs a task per attempt. Return `true` only when it holds
     /// for every request.
     var honorsCancellation: Bool { get }
-
-    /// Whether ``send(_:)`` streams: reads ``HTTPRequest/bodyStream`` in pieces, and hands the
-    /// response body to ``HTTPRequest/transfer`` as it arrives (see ``TransferHandler``).
-    /// `false` by default: the client then reads a body stream into ``HTTPRequest/body`` before
-    /// calling the transport, and hands the whole response body to the transfer afterwards, so
-    /// a simple transport needs no streaming code (but holds bodies in memory).
-    var streamsBodies: Bool { get }
 }
 
 extension HTTPTransport {
     /// `false`: a transport is guarded unless it says it honors cancellation.
     public var honorsCancellation: Bool { false }
+}
 
-    /// `false`: the client buffers streamed bodies for a transport that does not say it streams.
-    public var streamsBodies: Bool { false }
+/// A transport that streams: it reads ``HTTPRequest/bodyStream`` in pieces as it sends, and hands
+/// the response body to the request's ``TransferHandler`` as it arrives.
+///
+/// Whether a transport streams is part of its type. The client gives a plain ``HTTPTransport``
+/// whole bodies: it reads a body stream into ``HTTPRequest/body`` first and hands the whole
+/// response body to the transfer afterwards, so a simple transport needs no streaming code (but
+/// holds bodies in memory). A `StreamingHTTPTransport` gets the transfer as an argument: nothing
+/// about where the response goes rides on the request, so no transport can ignore it by accident.
+public protocol StreamingHTTPTransport: HTTPTransport {
+    /// Sends one attempt of a request, streaming both bodies.
+    /// - Parameters:
+    ///   - request: The request, after every behavior has adjusted it; its ``HTTPRequest/bodyStream``
+    ///     is read in pieces as it is sent.
+    ///   - transfer: Where the response body goes and who hears of progress, or `nil` when the
+    ///     body goes into the response and no one listens (see ``TransferHandler``).
+    /// - Returns: The response, whatever its status; its body is empty when `transfer` took it.
+    /// - Throws: When no response arrived (offline, timed out, cancelled, connection lost…).
+    func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse
+}
+
+extension StreamingHTTPTransport {
+    /// Sends with no transfer: the body goes into the response.
+    /// - Parameter request: The request.
+    /// - Returns: The response, whatever its status.
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        try await send(request, transfer: nil)
+    }
 }

@@ -140,13 +140,28 @@ public final class RequestContext: Sendable {
         self.init(request: request, requestID: requestID, scope: ClientScope(origin: baseOrigin), targetsBaseOrigin: targetsBaseOrigin)
     }
 
-    /// Creates a context for a request of the client that `scope` belongs to.
-    package init(request: HTTPRequest, requestID: RequestID? = nil, scope: ClientScope, targetsBaseOrigin: Bool) {
+    /// Creates a context for a request of the client that `scope` belongs to; `transfer` is
+    /// where its response body goes and who hears of progress, if anyone.
+    package init(
+        request: HTTPRequest, requestID: RequestID? = nil, scope: ClientScope, targetsBaseOrigin: Bool,
+        transfer: TransferHandler? = nil
+    ) {
         self.originalRequest = request
         self.scope = scope
         self.targetsBaseOrigin = !scope.hasOrigin || targetsBaseOrigin
+        self.transfer = transfer
         if let requestID { state.withLock { $0.requestID = requestID } }
+        transfer?.attach(self)
     }
+
+    /// The request's transfer: where its response body goes and who hears of progress. The
+    /// engine hands it to a ``StreamingHTTPTransport``; it is not part of the request.
+    package let transfer: TransferHandler?
+
+    /// Whether the response body goes somewhere other than ``HTTPResponse/body`` (a file, a
+    /// caller's stream): behaviors that keep or share responses (a cache, de-duplication) leave
+    /// such a request alone, since its response reaches them with an empty body.
+    public var streamsResponseBody: Bool { transfer?.takesBodies ?? false }
 
     /// Whether a credential may go with this request: to the client's base origin, or to one of
     /// `allowed`. Credential behaviors call it before adding a header (contract rule 11).

@@ -16,7 +16,7 @@ package struct RequestRunner: Sendable {
     /// needs guarding.
     let transportHonorsCancellation: Bool
     /// Read once: a transport that streams gets body streams and transfers as they are.
-    let transportStreams: Bool
+    let streamingTransport: (any StreamingHTTPTransport)?
 
     package init(
         transport: any HTTPTransport, clock: any Clock<Duration> = ContinuousClock(),
@@ -29,7 +29,7 @@ package struct RequestRunner: Sendable {
         self.attemptLimit = max(1, attemptLimit)
         self.acceptableStatusCodes = acceptableStatusCodes
         self.transportHonorsCancellation = transport.honorsCancellation
-        self.transportStreams = transport.streamsBodies
+        self.streamingTransport = transport as? any StreamingHTTPTransport
     }
 
     /// What one attempt came to, before decoding.
@@ -120,7 +120,7 @@ package struct RequestRunner: Sendable {
         }
         if failure.isCancellation || Task.isCancelled || context.isCancelled { return .end(.cancelled) }
         guard case .retry(let delay) = decision else { return .end(failure) }
-        if let reason = Self.retryForbiddenReason(request) { return .end(.notRetryable(after: failure, reason: reason)) }
+        if let reason = Self.retryForbiddenReason(request, context: context) { return .end(.notRetryable(after: failure, reason: reason)) }
         let wait = delay.clampedForConveyor
         if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
         if Task.isCancelled || context.isCancelled { return .end(.cancelled) }
@@ -246,7 +246,7 @@ package struct RequestRunner: Sendable {
         let received: HTTPResponse
         do throws(NetworkError) {
             if plan.intercept.isEmpty {
-                received = try await sendDirectly(prepared)
+                received = try await sendDirectly(prepared, transfer: context.transfer)
                 // A response that arrived after the deadline is a timeout (the timer may not have
                 // run yet on a busy machine).
                 if let step, step.isPastDeadline { throw .timedOut }
@@ -269,8 +269,8 @@ package struct RequestRunner: Sendable {
     /// Calls the transport (for a chain without `intercept` members) and judges the response: the
     /// body's size, then the status.
     @inline(__always)
-    func sendDirectly(_ prepared: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
-        try judged(try await transportSend(prepared))
+    func sendDirectly(_ prepared: HTTPRequest, transfer: TransferHandler?) async throws(NetworkError) -> HTTPResponse {
+        try judged(try await transportSend(prepared, transfer: transfer))
     }
 
     /// The response, if its status is acceptable.
@@ -288,9 +288,10 @@ package struct RequestRunner: Sendable {
     {
         // An abandoned step reaches no further member and never the transport, whichever member
         // calls `next`.
+        let transfer = context.transfer
         let received = try await plan.runIntercept(prepared, context: context, step: step) {
             request throws(NetworkError) in
-            let response = try await self.transportSend(request)
+            let response = try await self.transportSend(request, transfer: transfer)
             // After the deadline, the transport's response is a timeout before any member sees
             // it: a cache does not store it, a shared call does not hand it on.
             if let step, step.isPastDeadline { throw .timedOut }
@@ -301,20 +302,24 @@ package struct RequestRunner: Sendable {
 
     /// Why a request whose attempt failed may not be sent again: a one-shot body already read,
     /// or a streamed response the caller has already begun to read.
-    static func retryForbiddenReason(_ request: HTTPRequest) -> String? {
+    static func retryForbiddenReason(_ request: HTTPRequest, context: RequestContext) -> String? {
         if let stream = request.bodyStream, stream.wasReadOnce { return HTTPBodyStream.alreadyRead }
-        return request.transfer?.retryForbiddenReason
+        return context.transfer?.retryForbiddenReason
     }
 
     /// Calls the transport and checks the response's framing (``FramingPolicy``) and the body's size.
     @inline(__always)
-    func transportSend(_ request: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
-        if !transportStreams && (request.bodyStream != nil || request.transfer != nil) {
-            return try await bufferedSend(request)
-        }
+    func transportSend(_ request: HTTPRequest, transfer: TransferHandler?) async throws(NetworkError) -> HTTPResponse {
         let received: HTTPResponse
         do {
-            received = try await transport.send(request)
+            if let transfer {
+                guard let streamingTransport else { return try await bufferedSend(request, transfer: transfer) }
+                received = try await streamingTransport.send(request, transfer: transfer)
+            } else if request.bodyStream != nil, streamingTransport == nil {
+                return try await bufferedSend(request, transfer: nil)
+            } else {
+                received = try await transport.send(request)
+            }
         } catch {
             throw NetworkError(transportError: error)
         }
@@ -326,14 +331,11 @@ package struct RequestRunner: Sendable {
     /// For a transport that does not stream: reads a body stream into memory first, and hands
     /// the whole response to the transfer afterwards.
     @inline(never)
-    func bufferedSend(_ request: HTTPRequest) async throws(NetworkError) -> HTTPResponse {
+    func bufferedSend(_ request: HTTPRequest, transfer: TransferHandler?) async throws(NetworkError) -> HTTPResponse {
         var buffered = request
         if let stream = request.bodyStream {
             buffered.body = try await stream.collect()
-            buffered.bodyStream = nil
         }
-        let transfer = buffered.transfer
-        buffered.transfer = nil
         var received: HTTPResponse
         do {
             received = try await transport.send(buffered)

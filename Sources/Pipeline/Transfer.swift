@@ -93,15 +93,16 @@ package protocol ResponseBodyTaker: Sendable {
 }
 
 /// One request's streaming and progress: where its response body goes as it arrives, and who
-/// is told how the transfer progresses. ``HTTPRequest/transfer`` carries it to the transport.
+/// is told how the transfer progresses. The engine hands it to a ``StreamingHTTPTransport``'s
+/// ``StreamingHTTPTransport/send(_:transfer:)``; it is not part of the request.
 ///
-/// Only transports call it (``HTTPTransport/streamsBodies`` says whether one does):
+/// Only streaming transports call it:
 ///
 /// ```swift
-/// // In a transport, for one attempt:
-/// let taken = try request.transfer?.takesBody(of: head) ?? false
+/// // In a transport's send(_:transfer:), for one attempt:
+/// let taken = try transfer?.takesBody(of: head) ?? false
 /// for try await chunk in body {
-///     if taken { try await request.transfer?.receive(chunk) } else { collected.append(chunk) }
+///     if taken { try await transfer?.receive(chunk) } else { collected.append(chunk) }
 /// }
 /// ```
 ///
@@ -114,18 +115,24 @@ package protocol ResponseBodyTaker: Sendable {
 ///   progress with ``received(_:of:)``.
 public final class TransferHandler: Sendable {
     let taker: (any ResponseBodyTaker)?
-    private let observers: [@Sendable (TransferProgress) -> Void]
-    private let context: RequestContext?
+    private let observers: [@Sendable (TransferProgress, RequestContext?) -> Void]
+    /// The context of the request this transfer belongs to, which holds it: weak, so the two do
+    /// not keep each other alive.
+    private let attached = Locked(Attached())
     /// The taken body's bytes so far in this attempt, and its expected total.
     private let download = Locked<(bytes: Int64, expected: Int64?, taking: Bool)>((0, nil, false))
 
-    package init(
-        taker: (any ResponseBodyTaker)?, observers: [@Sendable (TransferProgress) -> Void], context: RequestContext?
-    ) {
+    private struct Attached: Sendable {
+        weak var context: RequestContext?
+    }
+
+    package init(taker: (any ResponseBodyTaker)?, observers: [@Sendable (TransferProgress, RequestContext?) -> Void]) {
         self.taker = taker
         self.observers = observers
-        self.context = context
     }
+
+    /// Called once by the context that holds this transfer.
+    func attach(_ context: RequestContext) { attached.withLock { $0.context = context } }
 
     /// Whether the response body goes to ``receive(_:)`` rather than into the response.
     package var takesBodies: Bool { taker != nil }
@@ -190,10 +197,13 @@ public final class TransferHandler: Sendable {
     /// Why a failed attempt may not be sent again, or `nil` when it may.
     package var retryForbiddenReason: String? { taker?.retryForbiddenReason }
 
+    private var context: RequestContext? { attached.withLock { $0.context } }
+
     private var attempt: Int { context?.attempt ?? 1 }
 
     private func report(_ progress: TransferProgress) {
-        for observer in observers { observer(progress) }
+        let context = self.context
+        for observer in observers { observer(progress, context) }
     }
 
     /// For a transport that does not stream: hands a whole response to the handler as one chunk.

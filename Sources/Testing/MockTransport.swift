@@ -18,7 +18,7 @@ public import Foundation
 /// Queued replies are used first, in order (each once); then stubs, most recent first. A request
 /// that matches neither throws ``UnexpectedRequest`` listing what was expected — the client turns
 /// it into ``Conveyor/NetworkError/transportFailed(_:)``, so the test fails with that message.
-public final class MockTransport: HTTPTransport, Sendable {
+public final class MockTransport: StreamingHTTPTransport, Sendable {
     /// What the mock answers.
     public indirect enum Reply: Sendable {
         /// A response with this status, headers and body.
@@ -226,17 +226,18 @@ public final class MockTransport: HTTPTransport, Sendable {
     /// ``Conveyor/HTTPRequest/body``.
     public var requests: [HTTPRequest] { state.withLock { $0.requests } }
 
-    /// `true`: the mock reads body streams and hands streamed bodies to the request's transfer.
-    public var streamsBodies: Bool { true }
-
     /// Forgets queued replies, stubs and recorded requests.
     public func reset() { state.withLock { $0 = State() } }
 
-    /// Records the request and answers with the first matching reply.
-    /// - Parameter request: The request.
+    /// Records the request and answers with the first matching reply. The mock streams: it reads
+    /// a body stream in pieces, reporting progress, and hands a reply's body to `transfer` when
+    /// it takes it.
+    /// - Parameters:
+    ///   - request: The request.
+    ///   - transfer: Where the response body goes and who hears of progress.
     /// - Returns: The reply's response.
     /// - Throws: The reply's error, `CancellationError`, or ``UnexpectedRequest``.
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    public func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
         var request = request
         if let stream = request.bodyStream {
             // Read as a transport would, once per attempt, reporting progress.
@@ -245,7 +246,7 @@ public final class MockTransport: HTTPTransport, Sendable {
             try await stream.forEachChunk { chunk in
                 bytes.append(chunk)
                 sent += Int64(chunk.count)
-                request.transfer?.sent(sent, of: stream.length)
+                transfer?.sent(sent, of: stream.length)
             }
             request.body = bytes
         }
@@ -260,21 +261,21 @@ public final class MockTransport: HTTPTransport, Sendable {
                 request: "\(request.method) \(request.url.path)",
                 expected: (state.queue + state.stubs).map { $0.0.description })
         }
-        return try await answer(reply, to: request)
+        return try await answer(reply, to: request, transfer: transfer)
     }
 
-    private func answer(_ reply: Reply, to request: HTTPRequest) async throws -> HTTPResponse {
+    private func answer(_ reply: Reply, to request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
         switch reply {
         case .response(let status, let headers, let body):
             try Task.checkCancellation()
-            guard request.transfer != nil else {
+            guard transfer != nil else {
                 return HTTPResponse(status: status, headers: headers, body: body, request: request)
             }
             let chunks = stride(from: 0, to: body.count, by: 64 * 1024).map { body[$0..<min($0 + 64 * 1024, body.count)] }
-            return try await deliver(status: status, headers: headers, chunks: chunks.map { Data($0) }, end: .complete, to: request)
+            return try await deliver(status: status, headers: headers, chunks: chunks.map { Data($0) }, end: .complete, to: request, transfer: transfer)
         case .streamed(let status, let headers, let chunks, let end):
             try Task.checkCancellation()
-            return try await deliver(status: status, headers: headers, chunks: chunks, end: end, to: request)
+            return try await deliver(status: status, headers: headers, chunks: chunks, end: end, to: request, transfer: transfer)
         case .failure(let error):
             throw error
         case .hang:
@@ -282,30 +283,31 @@ public final class MockTransport: HTTPTransport, Sendable {
             throw CancellationError()
         case .delayed(let delay, let reply):
             try await clock.sleep(for: delay)
-            return try await answer(reply, to: request)
+            return try await answer(reply, to: request, transfer: transfer)
         case .handler(let decide):
-            return try await answer(await decide(request), to: request)
+            return try await answer(await decide(request), to: request, transfer: transfer)
         }
     }
 
     /// Answers with a body that arrives in chunks: handed to the request's transfer if it takes
     /// it, joined otherwise.
     private func deliver(
-        status: Int, headers: HTTPHeaders, chunks: [Data], end: Reply.StreamEnd, to request: HTTPRequest
+        status: Int, headers: HTTPHeaders, chunks: [Data], end: Reply.StreamEnd, to request: HTTPRequest,
+        transfer: TransferHandler?
     ) async throws -> HTTPResponse {
         var response = HTTPResponse(status: status, headers: headers, request: request)
         let expected = headers["Content-Length"].flatMap { Int64($0) }
-        let taken = try request.transfer?.takesBody(of: response) ?? false
+        let taken = try transfer?.takesBody(of: response) ?? false
         var body = Data()
         var received: Int64 = 0
         for chunk in chunks {
             try Task.checkCancellation()
             if taken {
-                try await request.transfer?.receive(chunk)
+                try await transfer?.receive(chunk)
             } else {
                 body.append(chunk)
                 received += Int64(chunk.count)
-                request.transfer?.received(received, of: expected)
+                transfer?.received(received, of: expected)
             }
         }
         switch end {

@@ -16,7 +16,7 @@ struct OutcomeSignal: SuccessObserving, FailureObserving {
 }
 
 /// A transport that streams `chunks` bodies and counts how many the client has taken so far.
-final class CountingStreamer: HTTPTransport, Sendable {
+final class CountingStreamer: StreamingHTTPTransport, Sendable {
     let chunks: Int
     let size: Int
     let taken = Locked(0)
@@ -24,13 +24,12 @@ final class CountingStreamer: HTTPTransport, Sendable {
         self.chunks = chunks
         self.size = size
     }
-    var streamsBodies: Bool { true }
     var honorsCancellation: Bool { true }
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
         let head = HTTPResponse(status: 200, headers: ["Content-Length": String(chunks * size)], request: request)
-        guard try request.transfer?.takesBody(of: head) == true else { return head }
+        guard try transfer?.takesBody(of: head) == true else { return head }
         for _ in 0..<chunks {
-            try await request.transfer?.receive(Data(count: size))
+            try await transfer?.receive(Data(count: size))
             taken.withLock { $0 += 1 }
         }
         return head

@@ -46,6 +46,8 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     public let client: HTTPClient
     /// How many redirects one request may follow.
     public let maximumRedirects: Int
+    /// Conveyor's one redirect policy, as every transport applies it.
+    private var redirectPolicy: RedirectPolicy { RedirectPolicy(maximumRedirects: maximumRedirects) }
     /// The deadline of an attempt whose request sets no ``HTTPRequest/timeout``.
     public let defaultTimeout: Duration
 
@@ -129,18 +131,24 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
             while true {
                 let response = try await client.execute(Self.clientRequest(for: current), deadline: deadline)
                 guard response.history.count <= 1 else { throw Self.followedRedirectsError }
-                guard let target = Self.redirectTarget(of: response, from: current.url) else {
+                let location = response.headers.first(name: "Location")
+                switch redirectPolicy.step(
+                    status: Int(response.status.code), location: location, after: current, redirectsSoFar: redirects)
+                {
+                case .deliver:
                     var collected = try await Self.collect(response, for: request, until: bodyDeadline)
                     // A redirect target on another origin may not set cookies for the one asked.
-                    if Origin(current.url) != Origin(request.url) { collected.headers["Set-Cookie"] = nil }
+                    collected.headers = redirectPolicy.delivering(collected.headers, from: current.url, askedFor: request.url)
                     return collected
+                case .tooManyRedirects:
+                    throw NetworkError.tooManyRedirects
+                case .follow(let next):
+                    // The 3xx's own body is not wanted; dropping it unread makes AsyncHTTPClient
+                    // close that connection, so read a little to keep it reusable.
+                    _ = try? await response.body.collect(upTo: 64 * 1024)
+                    redirects += 1
+                    current = next
                 }
-                // The 3xx's own body is not wanted; dropping it unread makes AsyncHTTPClient
-                // close that connection, so read a little to keep it reusable.
-                _ = try? await response.body.collect(upTo: 64 * 1024)
-                redirects += 1
-                guard redirects <= maximumRedirects else { throw NetworkError.tooManyRedirects }
-                current = Self.following(current, to: target, status: response.status.code)
             }
         } catch {
             throw Self.networkError(for: error)
@@ -165,39 +173,6 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
         for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
         if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
         return outgoing
-    }
-
-    /// Where a redirect response points, or `nil` when it is not one to follow (not a redirect
-    /// status, no `Location`, or a target that is not `http`/`https`).
-    static func redirectTarget(of response: HTTPClientResponse, from url: URL) -> URL? {
-        guard [301, 302, 303, 307, 308].contains(response.status.code),
-            let location = response.headers.first(name: "Location"),
-            let target = URL(string: location, relativeTo: url)?.absoluteURL,
-            let scheme = target.scheme?.lowercased(), scheme == "http" || scheme == "https"
-        else { return nil }
-        return target
-    }
-
-    /// The next hop of a redirect: the method and body the status calls for, and no credential
-    /// header when the target is another origin.
-    static func following(_ request: Conveyor.HTTPRequest, to target: URL, status: UInt) -> Conveyor.HTTPRequest {
-        var next = request
-        next.url = target
-        let becomesGET =
-            (status == 303 && request.method != .head) || ((status == 301 || status == 302) && request.method == .post)
-        if becomesGET {
-            next.method = .get
-            next.body = nil
-            for name in ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"] {
-                next.headers[name] = nil
-            }
-        }
-        if Origin(request.url) != Origin(target) || Origin(target) == nil {
-            for name in Set(request.headers.map(\.name)) where request.sensitiveHeaders.contains(name) {
-                next.headers[name] = nil
-            }
-        }
-        return next
     }
 
     // MARK: - Responses

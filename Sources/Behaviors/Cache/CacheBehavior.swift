@@ -67,7 +67,7 @@ public struct CacheBehavior: AttemptIntercepting {
         }
         let requestControl = request.headers.contains("Cache-Control") ? CacheControl(request.headers) : CacheControl()
         // A download or streamed response reaches this behavior with an empty body: never kept.
-        if requestControl.noStore || request.streamsResponseBody
+        if requestControl.noStore || context.streamsResponseBody
             || Self.bypassingHeaders.contains(where: request.headers.contains)
         {
             context[CacheOutcome.self] = .bypassed

@@ -70,7 +70,7 @@ public struct DeduplicationBehavior: AttemptIntercepting {
         async throws -> HTTPResponse
     {
         // A download or streamed response has one reader: each caller gets its own transfer.
-        guard request.method == .get || request.method == .head, !request.streamsResponseBody else {
+        guard request.method == .get || request.method == .head, !context.streamsResponseBody else {
             return try await next(request)
         }
         let perAttempt = context[PerAttemptHeaders.self]

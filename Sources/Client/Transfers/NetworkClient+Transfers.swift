@@ -24,8 +24,8 @@ extension NetworkClient {
     ///   An error response (a status outside the acceptable ones) is read into memory, as for
     ///   ``send(_:)``, and nothing is written.
     /// - The client's ``Configuration/maxResponseSize`` does not apply to the body written to
-    ///   disk (it is not in memory); `maxSize` does. A transport that does not stream
-    ///   (``HTTPTransport/streamsBodies``) holds the body in memory first, under the client's limit.
+    ///   disk (it is not in memory); `maxSize` does. A transport that does not stream (not a
+    ///   ``StreamingHTTPTransport``) holds the body in memory first, under the client's limit.
     /// - A request `timeout` bounds each whole attempt, body included: for a large file, set a
     ///   long one, or none (the transport's idle timeout then applies).
     ///
@@ -122,14 +122,15 @@ extension NetworkClient {
         prepare: (HTTPRequest) throws(NetworkError) -> Void
     ) async throws(NetworkError) -> (HTTPResponse, Int) {
         let absolute = URLBuilder.isAbsolute(request.path)
-        var httpRequest = try makeHTTPRequest(request, absolute: absolute)
+        let httpRequest = try makeHTTPRequest(request, absolute: absolute)
         try prepare(httpRequest)
         let plan =
             request.exclusions.isEmpty && request.behaviors.isEmpty
             ? behaviors.plan : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
         let targetsBase = !absolute || Origin(httpRequest.url) == baseScope.origin
-        let context = RequestContext(request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase)
-        httpRequest.transfer = Self.transfer(taker: taker, request: request, plan: plan, context: context)
+        let context = RequestContext(
+            request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase,
+            transfer: Self.transfer(taker: taker, request: request, plan: plan))
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             (response, context.attempt)
         }
