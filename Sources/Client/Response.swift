@@ -15,7 +15,7 @@ public struct Response<Value> {
     ///   - value: The decoded output.
     ///   - response: The response it was decoded from.
     ///   - attempts: How many attempts the request took.
-    public init(value: Value, response: HTTPResponse, attempts: Int) {
+    package init(value: Value, response: HTTPResponse, attempts: Int) {
         self.value = value
         self.response = response
         self.attempts = attempts

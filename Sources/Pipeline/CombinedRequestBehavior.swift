@@ -66,14 +66,14 @@ public struct CombinedRequestBehavior: HeaderAdding, RequestModifying, SendObser
     public var name: String { "Combined[\(behaviors.map(\.name).joined(separator: ", "))]" }
 
     /// Whether the chain has no members.
-    public var isEmpty: Bool { behaviors.isEmpty }
+    package var isEmpty: Bool { behaviors.isEmpty }
 
     /// A chain of this chain's members followed by `other`'s, flattened.
     ///
     /// It extends this chain's plan instead of building a new one.
     /// - Parameter other: Members to append (run after, i.e. inside, these).
     /// - Returns: The longer chain.
-    public func appending(_ other: [any RequestBehavior]) -> CombinedRequestBehavior {
+    package func appending(_ other: [any RequestBehavior]) -> CombinedRequestBehavior {
         if other.isEmpty { return self }
         let extra = Self.flatten(other)
         return CombinedRequestBehavior(behaviors: behaviors + extra, plan: HookPlan(extending: plan, with: extra))
@@ -84,7 +84,7 @@ public struct CombinedRequestBehavior: HeaderAdding, RequestModifying, SendObser
     /// Like ``appending(_:)``, it derives its plan from this chain's.
     /// - Parameter exclusions: Which members to leave out.
     /// - Returns: The shorter chain.
-    public func removing(_ exclusions: [BehaviorExclusion]) -> CombinedRequestBehavior {
+    package func removing(_ exclusions: [BehaviorExclusion]) -> CombinedRequestBehavior {
         if exclusions.isEmpty { return self }
         let keep = keeping(exclusions)
         return CombinedRequestBehavior(behaviors: behaviors.filter(keep), plan: HookPlan(filtering: plan, keep: keep))

@@ -199,7 +199,7 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
     /// ``SensitiveHeaders`` name or one by meaning. Headers rendered on their own use this; a
     /// client's request is rendered with its client's names too (``HTTPRequest/sensitiveHeaders``).
     /// - Parameter name: The field name, in any case.
-    public static func isSensitive(_ name: String) -> Bool { SensitiveHeaders.standard.contains(name) }
+    package static func isSensitive(_ name: String) -> Bool { SensitiveHeaders.standard.contains(name) }
 
     /// The fields as `name: value` lines, with the value of every name `sensitive` contains
     /// shown as `***`.

@@ -134,7 +134,7 @@ public final class MockTransport: StreamingHTTPTransport, Sendable {
 
         /// Whether the request matches.
         /// - Parameter request: A request.
-        public func matches(_ request: HTTPRequest) -> Bool { matches(request, basePath: "") }
+        package func matches(_ request: HTTPRequest) -> Bool { matches(request, basePath: "") }
 
         /// Whether the request matches, its path taken whole or relative to `basePath`.
         func matches(_ request: HTTPRequest, basePath: String) -> Bool {
@@ -163,9 +163,9 @@ public final class MockTransport: StreamingHTTPTransport, Sendable {
     /// Thrown for a request that no queued reply or stub matches.
     public struct UnexpectedRequest: Error, SafelyDescribable {
         /// `METHOD path` of the request.
-        public let request: String
+        package let request: String
         /// The matchers that were available.
-        public let expected: [String]
+        package let expected: [String]
         /// Explains what arrived and what was expected.
         public var description: String {
             "MockTransport: unexpected request \(request); expected: "

@@ -18,11 +18,11 @@ public struct RecordingBehavior: HeaderAdding, RequestModifying, SendObserving, 
     /// Where events go.
     public let recorder: HookRecorder
     /// Headers returned from `additionalHeaders`.
-    public var headers: HTTPHeaders
+    package var headers: HTTPHeaders
     /// Hooks that throw ``Failure`` (after recording the call).
-    public var failing: Set<RequestHook>
+    package var failing: Set<RequestHook>
     /// Decides retries; never retries by default.
-    public var retry: @Sendable (NetworkError, RequestContext) -> RetryDecision
+    package var retry: @Sendable (NetworkError, RequestContext) -> RetryDecision
 
     /// Creates a recording behavior.
     /// - Parameters:
@@ -52,7 +52,7 @@ public struct RecordingBehavior: HeaderAdding, RequestModifying, SendObserving, 
         /// - Parameters:
         ///   - label: The behavior's label.
         ///   - hook: The hook.
-        public init(label: String, hook: RequestHook) {
+        package init(label: String, hook: RequestHook) {
             self.label = label
             self.hook = hook
         }
@@ -128,7 +128,7 @@ public final class HookRecorder: Sendable {
         public let outcome: Outcome?
 
         /// Creates an event.
-        public init(label: String, hook: RequestHook, requestID: RequestID, attempt: Int, outcome: Outcome? = nil) {
+        package init(label: String, hook: RequestHook, requestID: RequestID, attempt: Int, outcome: Outcome? = nil) {
             self.label = label
             self.hook = hook
             self.requestID = requestID
@@ -150,7 +150,7 @@ public final class HookRecorder: Sendable {
 
     /// Appends an event.
     /// - Parameter event: The event.
-    public func append(_ event: Event) { log.withLock { $0.append(event) } }
+    package func append(_ event: Event) { log.withLock { $0.append(event) } }
 
     /// The hooks one label saw, in order.
     /// - Parameter label: The label.

@@ -16,7 +16,7 @@ public struct ActivityCounterBehavior: SendObserving, SuccessObserving, FailureO
     enum Counted: RequestContextKey { static let defaultValue = false }
 
     /// The counter.
-    public let counter: any ActivityCounter
+    package let counter: any ActivityCounter
 
     /// Creates the behavior.
     /// - Parameters:

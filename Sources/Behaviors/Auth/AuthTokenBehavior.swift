@@ -82,17 +82,17 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
     enum RefreshFailure: RequestContextKey { static let defaultValue: AuthError? = nil }
 
     /// Where the token comes from.
-    public let tokens: any TokenProvider
+    package let tokens: any TokenProvider
     /// Gets a new token after a 401; `nil` disables refreshing (a 401 then fails at once).
-    public let refresher: (any TokenRefresher)?
+    package let refresher: (any TokenRefresher)?
     /// The header that carries the token.
-    public let header: Header
+    package let header: Header
     /// The header's name: sensitive for every request of this behavior's client.
     public var sensitiveHeaderNames: [String] { [header.name] }
     /// How long one refresh may take before every request waiting for it fails.
-    public var refreshTimeout: Duration { coordinator.timeout }
+    package var refreshTimeout: Duration { coordinator.timeout }
     /// Origins besides the base URL's that the token may go to.
-    public let allowedOrigins: Set<Origin>
+    package let allowedOrigins: Set<Origin>
     private let coordinator: RefreshCoordinator
 
     /// Creates the behavior.

@@ -28,11 +28,11 @@ public struct BackgroundTaskBehavior: SendObserving, SuccessObserving, FailureOb
     enum TaskKey: RequestContextKey { static let defaultValue: BackgroundTaskID? = nil }
 
     /// Begins and ends the tasks.
-    public let runner: any BackgroundTaskRunner
+    package let runner: any BackgroundTaskRunner
     /// The task name the system shows when debugging.
-    public let taskName: String
+    package let taskName: String
     /// Whether expiration interrupts an attempt already in flight (at a cost on every request).
-    public let interruptsInFlightAttempt: Bool
+    package let interruptsInFlightAttempt: Bool
 
     /// Creates the behavior.
     /// - Parameters:

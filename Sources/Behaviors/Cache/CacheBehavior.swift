@@ -37,9 +37,9 @@ public struct CacheBehavior: AttemptIntercepting {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
     /// Where responses are kept.
-    public let storage: any CacheStorage
+    package let storage: any CacheStorage
     /// The current time, for freshness and ages; injectable for tests.
-    public let now: @Sendable () -> Date
+    package let now: @Sendable () -> Date
 
     /// Creates the behavior.
     /// - Parameters:

@@ -32,9 +32,9 @@ public import Foundation
 /// - A directory that cannot be created or written makes every store a no-op and every lookup a miss.
 public actor DiskCacheStorage: CacheStorage {
     /// The directory the files live in.
-    public nonisolated let directory: URL
+    package nonisolated let directory: URL
     /// The most bytes the files may take together.
-    public nonisolated let maxBytes: Int
+    package nonisolated let maxBytes: Int
 
     private struct Record {
         var size: Int

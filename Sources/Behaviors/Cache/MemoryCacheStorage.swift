@@ -9,7 +9,7 @@ import ConveyorPipeline
 /// ```
 public final class MemoryCacheStorage: CacheStorage {
     /// The most bytes the entries may take together.
-    public let maxBytes: Int
+    package let maxBytes: Int
     private let state: Locked<LRUList>
 
     /// Creates an empty storage.

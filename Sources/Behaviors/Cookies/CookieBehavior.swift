@@ -27,9 +27,9 @@ public struct CookieBehavior: HeaderAdding, AttemptIntercepting {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
     /// Where the cookies are kept.
-    public let jar: CookieJar
+    package let jar: CookieJar
     /// Origins besides the base URL's that cookies may go to and come from.
-    public let allowedOrigins: Set<Origin>
+    package let allowedOrigins: Set<Origin>
 
     /// Creates the behavior.
     /// - Parameters:

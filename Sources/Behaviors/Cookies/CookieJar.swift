@@ -51,11 +51,11 @@ public final class CookieJar: Sendable {
     private let now: @Sendable () -> Date
 
     /// The most cookies kept for one domain.
-    public static let maximumPerDomain = 50
+    package static let maximumPerDomain = 50
     /// The most cookies kept in all.
-    public static let maximumCount = 1000
+    package static let maximumCount = 1000
     /// The longest name plus value kept, in bytes.
-    public static let maximumSize = 4096
+    package static let maximumSize = 4096
 
     /// Creates an empty jar.
     /// - Parameter now: The current time, for expiry; injectable for tests.

@@ -43,7 +43,7 @@ public struct DeduplicationBehavior: AttemptIntercepting {
 
     /// The header names left out when attempts are compared; case-insensitive. The shared call
     /// carries the values of the caller that started it.
-    public let ignoredHeaders: [String]
+    package let ignoredHeaders: [String]
 
     /// The calls in flight, shared by every copy of this value.
     let calls: InFlightCalls

@@ -36,11 +36,11 @@ public struct HeadersBehavior: HeaderAdding, RequestModifying, SensitiveHeaderDe
     }
 
     /// The headers to add.
-    public let headers: HTTPHeaders
+    package let headers: HTTPHeaders
     /// How they are applied.
-    public let mode: Mode
+    package let mode: Mode
     /// Origins besides the base URL's that credential headers may go to.
-    public let allowedOrigins: Set<Origin>
+    package let allowedOrigins: Set<Origin>
     /// The headers without the credentials: what a request to another origin gets.
     private let publicHeaders: HTTPHeaders
     /// The names given as `sensitive`: sensitive for every request of this behavior's client.

@@ -25,11 +25,11 @@ public struct IdempotencyKeyBehavior: HeaderAdding {
     public static let defaultHeaderName = "Idempotency-Key"
 
     /// The header name.
-    public let headerName: String
+    package let headerName: String
     /// The methods that get a key.
-    public let methods: Set<HTTPMethod>
+    package let methods: Set<HTTPMethod>
     /// Makes a new key; a UUID by default.
-    public let makeKey: @Sendable () -> String
+    package let makeKey: @Sendable () -> String
 
     /// Creates the behavior.
     /// - Parameters:

@@ -30,13 +30,13 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
     enum SentSecrets: RequestContextKey { static let defaultValue: [String] = [] }
 
     /// Where lines go.
-    public let sink: any LogSink
+    package let sink: any LogSink
     /// What to hide.
-    public let redactor: Redactor
+    package let redactor: Redactor
     /// Bytes of request/response body to show; 0 (the default) shows none.
-    public let bodyPreviewLimit: Int
+    package let bodyPreviewLimit: Int
     /// Whether request headers are logged.
-    public let logsHeaders: Bool
+    package let logsHeaders: Bool
 
     /// Creates the behavior.
     /// - Parameters:

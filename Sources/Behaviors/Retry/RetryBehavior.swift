@@ -19,9 +19,9 @@ public struct RetryBehavior: RetryDeciding {
     public let name: String
 
     /// The policy.
-    public let policy: RetryPolicy
+    package let policy: RetryPolicy
     /// The current time, for `Retry-After` HTTP-dates.
-    public let now: @Sendable () -> Date
+    package let now: @Sendable () -> Date
 
     /// Creates the behavior.
     /// - Parameters:

@@ -24,9 +24,9 @@ public struct ResponseVerificationBehavior: HeaderAdding, ResponseValidating {
     enum Nonce: RequestContextKey { static let defaultValue: String? = nil }
 
     /// The header sent and expected back.
-    public let headerName: String
+    package let headerName: String
     /// Makes a nonce per attempt.
-    public let makeNonce: @Sendable () -> String
+    package let makeNonce: @Sendable () -> String
 
     /// Creates the behavior.
     /// - Parameters:
