@@ -78,6 +78,13 @@ let plainSessionLimits: [Check: KnownIssue] = [
 /// client hangs up, so a generous bound still tells a prompt transport from one that never ends.
 let promptness: Duration = .seconds(30)
 
+/// The bound for a check the transport is known to fail by never closing a connection (a
+/// cancellation that does not land, a late cancel): the known failure is confirmed after this
+/// long instead of `promptness`, which it would always use up. A conforming transport is still
+/// held to `promptness` on every other check; a fix of the platform that closes the connection
+/// within this bound still shows as "remove the mark".
+let knownIssuePromptness: Duration = .seconds(4)
+
 /// Checks whose known issue does not show in every run: fixed or not, the outcome is accepted.
 func expectConforming(_ outcome: TransportConformance.Outcome, intermittent: Set<Check> = []) {
     if case .knownIssueFixed = outcome.status, intermittent.contains(outcome.check) { return }
@@ -94,29 +101,31 @@ func runInChild(_ check: Check, transport name: String, knownIssues: [Check: Kno
         Issue.record("conformance-child was not built next to the test binary")
         return nil
     }
+    let bound = knownIssues[check] == nil ? promptness : knownIssuePromptness
     return await TransportConformance.runInChildProcess(
-        check, executable: child, arguments: [name], options: .init(promptness: promptness, knownIssues: knownIssues))
+        check, executable: child, arguments: [name], options: .init(promptness: bound, knownIssues: knownIssues))
 }
 
-/// One check at a time, as `runAll` does: 51 checks at once through three sessions (64 MiB
-/// transfers among them) starved FoundationNetworking's work queues, and 1 s timeouts did not fire
-/// within 11 s. Each check runs in a child process of its own.
-@Suite(.serialized) struct TransportConformanceTests {
-    @Test(arguments: Check.allCases)
+/// One check at a time per transport, as `runAll` does: 51 checks at once through three sessions
+/// (64 MiB transfers among them) starved FoundationNetworking's work queues, and 1 s timeouts did
+/// not fire within 11 s. Each check runs in a child process of its own, so the three transports'
+/// series run side by side (three child processes at most), each series one check at a time.
+@Suite struct TransportConformanceTests {
+    @Test(.serialized, arguments: Check.allCases)
     func urlSessionTransportConforms(_ check: Check) async throws {
         let issues = FoundationNetworkingIssues.every.merging(FoundationNetworkingIssues.lateCancel) { a, _ in a }
         let outcome = try #require(await runInChild(check, transport: "urlsession", knownIssues: issues))
         expectConforming(outcome, intermittent: Set(FoundationNetworkingIssues.lateCancel.keys))
     }
 
-    @Test(arguments: Check.allCases)
+    @Test(.serialized, arguments: Check.allCases)
     func ephemeralURLSessionTransportConforms(_ check: Check) async throws {
         let issues = FoundationNetworkingIssues.every.merging(FoundationNetworkingIssues.lateCancel) { a, _ in a }
         let outcome = try #require(await runInChild(check, transport: "urlsession-ephemeral", knownIssues: issues))
         expectConforming(outcome, intermittent: Set(FoundationNetworkingIssues.lateCancel.keys))
     }
 
-    @Test(arguments: Check.allCases)
+    @Test(.serialized, arguments: Check.allCases)
     func plainURLSessionConformsApartFromItsDocumentedLimits(_ check: Check) async throws {
         let issues = FoundationNetworkingIssues.every.merging(plainSessionLimits) { a, _ in a }
             .merging(FoundationNetworkingIssues.redirectBody) { a, _ in a }

@@ -216,10 +216,18 @@ extension ConformanceProbe {
 
     private func cancellation() async throws(ConformanceFailure) -> String? {
         let task = start(HTTPRequest(url: server.url("/stall")))
-        let received = await server.event(within: Self.hangLimit) { $0.kind == .requestReceived && $0.path == "/stall" }
-        guard let received else {
+        // Wait for the server to have the request, or for the call to end without it (a refused
+        // connection, say): then there is nothing to cancel, and no reason to wait any longer.
+        let server = server
+        let waiting = Task { await server.event(within: Self.hangLimit) { $0.kind == .requestReceived && $0.path == "/stall" } }
+        Task {
+            _ = await task.result
+            waiting.cancel()
+        }
+        guard let received = await waiting.value else {
             task.cancel()
-            throw ConformanceFailure("GET /stall never reached the server")
+            let ended = await Self.result(of: task, within: options.promptness)
+            throw ConformanceFailure("GET /stall never reached the server (the call ended with \(ended.summary))")
         }
         let what = "GET /stall, cancelled once the server had it"
         let claim = transport.honorsCancellation ? " (the transport says it honors cancellation)" : ""
