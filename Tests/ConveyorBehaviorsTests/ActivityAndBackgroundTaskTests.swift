@@ -182,3 +182,62 @@ final class FakeTaskRunner: BackgroundTaskRunner {
         #expect(violations.isEmpty, "\(violations)")
     }
 }
+
+/// A spinner on the main actor, as an app binds one.
+@MainActor final class SpinnerModel {
+    var isSpinning = false
+    var transitions: [Bool] = []
+}
+
+@Suite struct MainActorActivityCounterTests {
+    /// Waves of requests that overlap, succeed, fail, retry and are cancelled while in flight or
+    /// in a backoff wait: the model sees busy and idle alternate, in order, and ends idle.
+    @Test func aMainActorModelSeesBusyAndIdleInOrder() async {
+        let model = await MainActor.run { SpinnerModel() }
+        let counter = MainActorActivityCounter { busy in
+            model.isSpinning = busy
+            model.transitions.append(busy)
+        }
+        let clock = ManualClock()
+        let mock = MockTransport(clock: clock)
+        mock.stub(nil, "/v1/ok", reply: .status(200))
+        mock.stub(nil, "/v1/down", reply: .status(503))
+        mock.stub(nil, "/v1/slow", reply: .delayed(.seconds(60), .status(200)))
+        let client = makeClient(mock, clock: clock) {
+            ActivityCounterBehavior(counter: counter)
+            RetryBehavior(.exponentialBackoff(maxAttempts: 2, jitter: .none))
+        }
+        for wave in 0..<8 {
+            // Two slow requests wait in the transport, one failing request waits to retry.
+            let slow = (0..<2).map { _ in Task { await outcome { try await client.send(Request<Void>(path: "/slow")) } } }
+            let down = Task { await outcome { try await client.send(Request<Void>(path: "/down")) } }
+            await clock.waitForSleepers(3)
+            let (spinning, count) = await (model.isSpinning, counter.count)
+            #expect(spinning && count == 3, "wave \(wave)")
+            // Quick requests start and end while the others are in flight: no transition.
+            for _ in 0..<3 { _ = await outcome { try await client.send(Request<Void>(path: "/ok")) } }
+            #expect(await model.isSpinning)
+            if wave.isMultiple(of: 2) {
+                slow[0].cancel()
+                #expect(await slow[0].value == "cancelled")
+                clock.advance(by: .seconds(60))  // the other slow one answers, the retry goes out
+            } else {
+                down.cancel()  // cancelled in its backoff wait
+                clock.advance(by: .seconds(60))
+            }
+            for task in slow { _ = await task.value }
+            _ = await down.value
+            let (spinningAfter, countAfter) = await (model.isSpinning, counter.count)
+            #expect(!spinningAfter && countAfter == 0, "wave \(wave)")
+        }
+        #expect(await model.transitions == Array(repeating: [true, false], count: 8).flatMap { $0 })
+    }
+
+    @Test func itKeepsTheContract() async {
+        let counter = MainActorActivityCounter()
+        let violations = await BehaviorContractCheck(ActivityCounterBehavior(counter: counter)) {
+            await counter.count
+        }.run()
+        #expect(violations.isEmpty, "\(violations)")
+    }
+}
