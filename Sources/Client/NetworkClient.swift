@@ -23,8 +23,9 @@ public final class NetworkClient: NetworkClientProtocol {
         public var encoder: JSONEncoder
         /// Decodes `Decodable` outputs.
         public var decoder: JSONDecoder
-        /// Statuses that count as success; others fail with ``NetworkError/unauthorized(_:)``,
-        /// ``NetworkError/notFound(_:)`` or ``NetworkError/unacceptableStatus(_:)``. `200..<300` by default.
+        /// Statuses that count as success; others fail with ``NetworkError/unacceptableStatus(_:)``
+        /// (``NetworkError/unauthorized`` and ``NetworkError/notFound`` match a 401 and a 404).
+        /// `200..<300` by default.
         public var acceptableStatusCodes: Set<Int>
         /// The per-attempt timeout for requests that set none; `nil` (the default) leaves it to the
         /// transport (60 s for URLSession). With a timeout, each attempt (its hooks included) and

@@ -11,7 +11,7 @@
 /// headers.add(name: "Cache-Control", value: "no-cache")
 /// ```
 ///
-/// Its `description` redacts the values of credential headers (see ``isSensitive(_:)``),
+/// Its `description` redacts the values of credential headers (``SensitiveHeaders/standard``),
 /// so printing a request or an error never reveals a token.
 public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, ExpressibleByDictionaryLiteral,
     CustomStringConvertible, CustomDebugStringConvertible

@@ -20,9 +20,9 @@ public import Foundation
 /// - On a 401, if the provider already holds a different token (another request refreshed
 ///   meanwhile), the request is retried at once with it. Otherwise it joins the one running
 ///   refresh or starts it: 100 concurrent 401s cause exactly one refresh.
-/// - A request refreshes at most once: a second 401 fails with ``NetworkError/unauthorized(_:)``.
+/// - A request refreshes at most once: a second 401 fails with ``NetworkError/unauthorized``.
 /// - **If the refresher throws** (an expired or revoked refresh token: the session is over),
-///   every request that waited for it fails with ``NetworkError/unauthorized(_:)`` and its own
+///   every request that waited for it fails with ``NetworkError/unauthorized`` and its own
 ///   401 response, so `catch .unauthorized { showLogin() }` handles it; the refresher's error is
 ///   ``lastRefreshFailure`` (`AuthError.refreshFailed(underlying:)`). If the refresh takes longer
 ///   than `refreshTimeout` (30 s by default), the session may still be fine: those requests fail
@@ -125,7 +125,7 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
 
     /// Why the last refresh failed (`AuthError.refreshFailed(underlying:)` with the refresher's
     /// error, or `.refreshTimedOut`), or `nil` when the last one succeeded or none ran. Read it
-    /// where a request failed with ``NetworkError/unauthorized(_:)`` to tell an expired session
+    /// where a request failed with ``NetworkError/unauthorized`` to tell an expired session
     /// from a plain 401:
     ///
     /// ```swift

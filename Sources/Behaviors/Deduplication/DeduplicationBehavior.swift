@@ -13,7 +13,7 @@ public import ConveyorPipeline
 ///
 /// Two attempts are identical when they have the same method, URL, body, timeout and size
 /// limit, and the same headers, as the whole chain prepared them (credentials included), apart
-/// from ``ignoredHeaders``: per-request identifiers such as `X-Request-ID` or `traceparent`.
+/// from the ignored headers (``defaultIgnoredHeaders`` unless you pass others): per-request identifiers such as `X-Request-ID` or `traceparent`.
 /// Requests with different tokens never share. A credential header is never ignored, even if
 /// listed.
 ///

@@ -74,12 +74,12 @@ public struct HeadersBehavior: HeaderAdding, RequestModifying, SensitiveHeaderDe
             ? headers : publicHeaders
     }
 
-    /// Returns ``headers`` in ``Mode/setIfAbsent`` mode.
+    /// Returns the behavior's headers in ``Mode/setIfAbsent`` mode.
     public func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
         mode == .setIfAbsent ? headers(for: context) : HTTPHeaders()
     }
 
-    /// Sets ``headers`` in ``Mode/overwrite`` mode.
+    /// Sets the behavior's headers in ``Mode/overwrite`` mode.
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
         guard mode == .overwrite else { return }
         for field in headers(for: context) { request.headers[field.name] = field.value }
