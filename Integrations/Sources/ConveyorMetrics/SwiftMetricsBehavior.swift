@@ -68,7 +68,8 @@ public struct SwiftMetricsBehavior: SendObserving, SuccessObserving, FailureObse
         record(request: response.request, status: response.status, error: nil, context: context)
     }
 
-    /// Records a failure, with its ``NetworkError`` case as `error.type`.
+    /// Records a failure, with `error.type` the status code when a response had an error status
+    /// (OpenTelemetry's rule), else the ``NetworkError`` kind's name.
     public func afterFailure(_ error: NetworkError, context: RequestContext) async {
         record(request: context.originalRequest, status: error.status, error: error, context: context)
     }
@@ -83,7 +84,7 @@ public struct SwiftMetricsBehavior: SendObserving, SuccessObserving, FailureObse
         ]
         var dimensions = target
         dimensions.append(("http.response.status_code", status.map(String.init) ?? "none"))
-        if let error { dimensions.append(("error.type", error.name)) }
+        if let error { dimensions.append(("error.type", error.status.map(String.init) ?? error.name)) }
 
         Counter(label: "http.client.requests", dimensions: dimensions, factory: factory).increment()
         let (seconds, attoseconds) = elapsed.components

@@ -19,7 +19,7 @@ public import Tracing
 /// - **Attributes** (OpenTelemetry's HTTP client conventions): `http.request.method`,
 ///   `server.address`, `server.port`, `url.full` (without user info, query or fragment, which may
 ///   carry secrets), `http.response.status_code`, `http.request.resend_count` when an attempt
-///   was retried, `error.type` (the ``NetworkError`` case) on failure. A failure also records the
+///   was retried, `error.type` on failure (the status code for a response with an error status, as OpenTelemetry asks, else the ``NetworkError`` kind's name). A failure also records the
 ///   error (its description has no secret) and sets the span's status to error.
 /// - **Propagation:** every attempt carries the span's context in its headers, written by the
 ///   tracer's `inject` (swift-otel writes W3C `traceparent` and `tracestate`). A header a
@@ -118,7 +118,7 @@ final class RequestSpan: Sendable {
         guard markEnded() else { return }
         if let status { span.attributes["http.response.status_code"] = SpanAttribute.int64(Int64(status)) }
         if let error {
-            span.attributes["error.type"] = SpanAttribute.string(error.name)
+            span.attributes["error.type"] = SpanAttribute.string(error.status.map(String.init) ?? error.name)
             span.recordError(error)
             span.setStatus(SpanStatus(code: .error))
         }

@@ -38,7 +38,7 @@ import Testing
         _ = try? await client.send(Request<Void>(path: "/slow"))
 
         let base = [("http.request.method", "GET"), ("server.address", "api.test"), ("server.port", "8443")]
-        let notFound = base + [("http.response.status_code", "404"), ("error.type", "notFound")]
+        let notFound = base + [("http.response.status_code", "404"), ("error.type", "404")]
         let timedOut = base + [("http.response.status_code", "none"), ("error.type", "timedOut")]
         #expect(try metrics.expectCounter("http.client.request.failures", notFound).totalValue == 1)
         #expect(try metrics.expectCounter("http.client.request.failures", timedOut).totalValue == 1)

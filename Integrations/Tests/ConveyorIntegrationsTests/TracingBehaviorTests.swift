@@ -108,7 +108,7 @@ struct FailingModify: RequestModifying {
         _ = try? await client.send(Request<Void>(path: "/missing"))
         let span = try #require(tracer.finishedSpans.first)
         #expect(span.status?.code == .error)
-        #expect(span.attributes.get("error.type") == .string("notFound"))
+        #expect(span.attributes.get("error.type") == .string("404"))
         #expect(span.attributes.get("http.response.status_code") == .int64(404))
         #expect(span.errors.count == 1)
     }
