@@ -201,14 +201,22 @@ final class PeakSampler: Sendable {
     }
 
     @Test func aFiftyMegabyteBodyArrivesIntact() async throws {
-        try await LocalServer.withServer { server in
-            let count = 50_000_000
-            let data = try await client(server).send(
-                Request<Data>(path: "/bytes", query: ["count": count], timeout: .seconds(60)))
-            #expect(data.count == count)
-            #expect(data.prefix(3) == Data([0, 1, 2]) && data.last == UInt8((count - 1) % 256))
-            print("RESOURCES 50 MB body: RSS \(ResourceUsage.residentMB()) MB after the request")
+        // 50 MB in this process (and its copies): not while another test measures its memory.
+        await MemoryGate.shared.acquire()
+        do {
+            try await LocalServer.withServer { server in
+                let count = 50_000_000
+                let data = try await client(server).send(
+                    Request<Data>(path: "/bytes", query: ["count": count], timeout: .seconds(60)))
+                #expect(data.count == count)
+                #expect(data.prefix(3) == Data([0, 1, 2]) && data.last == UInt8((count - 1) % 256))
+                print("RESOURCES 50 MB body: RSS \(ResourceUsage.residentMB()) MB after the request")
+            }
+        } catch {
+            await MemoryGate.shared.release()
+            throw error
         }
+        await MemoryGate.shared.release()
     }
 
     /// A server that would send 1 GiB, plain or as a 1 MB gzip that inflates to 1 GiB: the
@@ -263,12 +271,14 @@ final class PeakSampler: Sendable {
     /// to be parsed whole (14 s and 1.5 GB).
     @Test func aLogPreviewOfAHugeBodyReadsABoundedPrefix() async throws {
         let item = #"{"id":1,"title":"Heat","token":"tok-3f9a-SECRET","tags":["a","b","c"]},"#
+        await MemoryGate.shared.acquire()  // 36 MB built here: not while another test measures
         var json = "[" + String(repeating: item, count: 18_000_000 / item.utf8.count)
         json.removeLast()
         json += "]"
         let mock = MockTransport()
         mock.enqueue(.response(status: 200, headers: ["Content-Type": "application/json"], body: Data(json.utf8)))
         json = ""
+        await MemoryGate.shared.release()
         let sink = Lines()
         let client = NetworkClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: mock) {
             LoggingBehavior(sink: sink, bodyPreviewLimit: 64)
