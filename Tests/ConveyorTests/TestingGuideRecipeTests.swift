@@ -64,6 +64,30 @@ import Testing
         #expect(await model.seen == [true, false])
     }
 
+    @Test func timesOutOnTheInjectedClock() async throws {
+        let clock = ManualClock()
+        let mock = MockTransport(clock: clock)
+        mock.enqueue(.hang)
+        let client = NetworkClient(baseURL: api, transport: mock, configuration: .init(timeoutClock: clock))
+
+        let task = Task { () async throws -> Void in try await client.send(Request<Void>(path: "/slow", timeout: .seconds(10))) }
+        await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(10))
+
+        await #expect(throws: NetworkError.timedOut) { try await task.value }
+    }
+
+    @Test func aBrokenBodyIsADecodingFailure() async {
+        let mock = MockTransport()
+        mock.enqueue(.rawJSON(#"{"id": "#))
+        let client = NetworkClient(baseURL: api, transport: mock)
+        await #expect {
+            let _: Movie = try await client.get("/movies/1")
+        } throws: { error in
+            NetworkError.decodingFailed ~= error
+        }
+    }
+
     @Test func anOutcomeHookKnowsItsRequest() async throws {
         let mock = MockTransport()
         mock.enqueue(.status(404))
