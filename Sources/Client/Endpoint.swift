@@ -30,6 +30,11 @@ public import Foundation
 ///
 /// let movies: [Movie] = try await client.send(MovieAPI.popular(page: 1))
 /// ```
+///
+/// An endpoint with behaviors of its own declares ``EndpointBehaviors``; one that leaves some
+/// of the client's behaviors out declares ``EndpointExclusions``. The compiler then checks the
+/// property's name and type, as it checks a behavior's hooks: a property named like them on an
+/// endpoint that does not declare the protocol is an ordinary property, and nothing reads it.
 public protocol Endpoint: Sendable {
     /// The HTTP method; `GET` by default.
     var method: HTTPMethod { get }
@@ -43,10 +48,51 @@ public protocol Endpoint: Sendable {
     var body: RequestBody { get }
     /// The per-attempt timeout; the client's by default.
     var timeout: Duration? { get }
-    /// Behaviors for this endpoint only; none by default.
+    /// ``EndpointBehaviors/behaviors``, or none. Supplied by ``EndpointBehaviors``: never
+    /// implement it yourself.
+    var _behaviors: [any RequestBehavior] { get }
+    /// ``EndpointExclusions/exclusions``, or none. Supplied by ``EndpointExclusions``: never
+    /// implement it yourself.
+    var _exclusions: [BehaviorExclusion] { get }
+}
+
+/// An endpoint with behaviors of its own, run after the client's for each of its requests.
+///
+/// ```swift
+/// enum AdminAPI: Endpoint, EndpointBehaviors {
+///     case users
+///     var path: String { "/admin/users" }
+///     var behaviors: [any RequestBehavior] { [HeadersBehavior(["X-Admin": "1"])] }
+/// }
+/// ```
+public protocol EndpointBehaviors: Endpoint {
+    /// Behaviors for this endpoint only, run after the client's.
     var behaviors: [any RequestBehavior] { get }
-    /// Client behaviors this endpoint leaves out; none by default.
+}
+
+/// An endpoint that leaves some of the client's behaviors out of its requests.
+///
+/// ```swift
+/// enum AccountAPI: Endpoint, EndpointExclusions {
+///     case login(user: String, password: String)
+///     var method: HTTPMethod { .post }
+///     var path: String { "/login" }
+///     var exclusions: [BehaviorExclusion] { [.type(AuthTokenBehavior.self)] }
+/// }
+/// ```
+public protocol EndpointExclusions: Endpoint {
+    /// Client behaviors this endpoint leaves out, by type or by name.
     var exclusions: [BehaviorExclusion] { get }
+}
+
+extension EndpointBehaviors {
+    /// ``behaviors``.
+    public var _behaviors: [any RequestBehavior] { behaviors }
+}
+
+extension EndpointExclusions {
+    /// ``exclusions``.
+    public var _exclusions: [BehaviorExclusion] { exclusions }
 }
 
 extension Endpoint {
@@ -60,10 +106,10 @@ extension Endpoint {
     public var body: RequestBody { .none }
     /// The client's timeout.
     public var timeout: Duration? { nil }
-    /// No behaviors.
-    public var behaviors: [any RequestBehavior] { [] }
-    /// No exclusions.
-    public var exclusions: [BehaviorExclusion] { [] }
+    /// None: the endpoint does not declare ``EndpointBehaviors``.
+    public var _behaviors: [any RequestBehavior] { [] }
+    /// None: the endpoint does not declare ``EndpointExclusions``.
+    public var _exclusions: [BehaviorExclusion] { [] }
 
     /// A typed request for this endpoint that decodes its response with `decode`.
     /// - Parameter decode: Turns the response into the output.
@@ -73,8 +119,8 @@ extension Endpoint {
     ) -> Request<Output> {
         var request = Request(
             method: method, path: path, query: query, headers: headers, body: body, timeout: timeout,
-            behaviors: behaviors, decode: decode)
-        request.exclusions = exclusions
+            behaviors: _behaviors, decode: decode)
+        request.exclusions = _exclusions
         return request
     }
 

@@ -1,6 +1,7 @@
 // The control for NearMisses.swift: the same hooks written correctly. Not part of any target;
 // NearMissCompileTests expects it to type-check cleanly, so a refusal of NearMisses.swift cannot
 // come from a missing module or a broken harness.
+import Conveyor
 import ConveyorPipeline
 
 struct AcceptedEveryHook: HeaderAdding, RequestModifying, SendObserving, AttemptIntercepting, ResponseValidating,
@@ -36,4 +37,12 @@ struct AcceptedWrapper: WrappingRequestBehavior, SuccessObserving {
     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
         await inner.afterSuccess(response, context: context)
     }
+}
+
+// An endpoint with behaviors and exclusions of its own, declared.
+enum AcceptedEndpoint: EndpointBehaviors, EndpointExclusions {
+    case login
+    var path: String { "/login" }
+    var behaviors: [any RequestBehavior] { [HeadersBehavior(["X-Login": "1"])] }
+    var exclusions: [BehaviorExclusion] { [.type(AuthTokenBehavior.self), .named("logging")] }
 }

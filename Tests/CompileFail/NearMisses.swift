@@ -2,6 +2,7 @@
 // NearMissCompileTests (Tests/ConveyorTests) type-checks this file against the built modules and expects the compiler
 // to refuse every type below whose name begins with `Refused`, each with its own diagnostic.
 // Nothing here may compile.
+import Conveyor
 import ConveyorPipeline
 
 // The benchmarks' old `TrivialHooks`: says it is a behavior, declares no hook, and its
@@ -77,4 +78,28 @@ struct RefusedProgressAsync: TransferProgressObserving {
 // Another error type.
 struct RefusedAfterFailureAnyError: FailureObserving {
     func afterFailure(_ error: any Error, context: RequestContext) async {}
+}
+
+// An endpoint's own behaviors under a guessed name (the British spelling).
+struct RefusedEndpointBehaviorsName: EndpointBehaviors {
+    var path: String { "/" }
+    var behaviours: [any RequestBehavior] { [] }
+}
+
+// An endpoint's own behaviors as an array of one concrete behavior type.
+struct RefusedEndpointBehaviorsType: EndpointBehaviors {
+    var path: String { "/" }
+    var behaviors: [HeadersBehavior] { [] }
+}
+
+// Exclusions as the behavior types themselves.
+struct RefusedEndpointExclusionsTypes: EndpointExclusions {
+    var path: String { "/" }
+    var exclusions: [any RequestBehavior.Type] { [AuthTokenBehavior.self] }
+}
+
+// Exclusions under another name.
+struct RefusedEndpointExcludedName: EndpointExclusions {
+    var path: String { "/" }
+    var excludedBehaviors: [BehaviorExclusion] { [] }
 }

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// An enum API, as users write with Moya's TargetType.
-enum MovieAPI: Endpoint {
+enum MovieAPI: Endpoint, EndpointExclusions {
     case popular(page: Int)
     case rate(id: Int, stars: Int)
     case login(user: String)
@@ -62,6 +62,41 @@ struct Movie: Codable, Equatable, Sendable { var id: Int; var title: String }
         #expect(try sent[1].decodedBody(as: [String: Int].self) == ["stars": 5])
         #expect(sent.map { $0.headers["Authorization"] } == ["Bearer t", "Bearer t", nil])
         #expect(sent[2].bodyText == "user=ann")
+    }
+
+    /// An endpoint that declares `EndpointBehaviors` brings its behaviors to every request it
+    /// makes, after the client's; one that declares both protocols gets both.
+    enum AdminAPI: Endpoint, EndpointBehaviors, EndpointExclusions {
+        case users, audit
+        var path: String { self == .users ? "/admin/users" : "/admin/audit" }
+        var behaviors: [any RequestBehavior] { [HeadersBehavior(["X-Admin": "1"])] }
+        var exclusions: [BehaviorExclusion] { self == .audit ? [.named("auth")] : [] }
+    }
+
+    /// Named like the protocol's property, on an endpoint that does not declare it: an ordinary
+    /// property, which nothing reads (Endpoint's documented rule).
+    enum UndeclaredAPI: Endpoint {
+        case users
+        var path: String { "/users" }
+        var behaviors: [any RequestBehavior] { [HeadersBehavior(["X-Admin": "1"])] }
+    }
+
+    @Test func declaredEndpointBehaviorsAndExclusionsApply() async throws {
+        let mock = MockTransport()
+        mock.stub(.get, "/admin/users", reply: .status(204))
+        mock.stub(.get, "/admin/audit", reply: .status(204))
+        mock.stub(.get, "/users", reply: .status(204))
+        let client = NetworkClient(baseURL: URL(string: "http://127.0.0.1:1")!, transport: mock) { Auth() }
+
+        try await client.send(AdminAPI.users)
+        try await client.send(AdminAPI.audit)
+        try await client.send(UndeclaredAPI.users)
+
+        let sent = mock.requests
+        #expect(sent.map { $0.headers["X-Admin"] } == ["1", "1", nil])
+        #expect(sent.map { $0.headers["Authorization"] } == ["Bearer t", nil, "Bearer t"])
+        #expect(AdminAPI.users.request(as: Data.self).behaviors.map(\.name) == ["HeadersBehavior"])
+        #expect(UndeclaredAPI.users.request(as: Data.self).behaviors.isEmpty)
     }
 }
 

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 
-/// A behavior declares its hooks and the compiler checks them: every near-miss in
+/// A behavior declares its hooks and an endpoint its own behaviors and exclusions, and the
+/// compiler checks them: every near-miss in
 /// `Tests/CompileFail/NearMisses.swift` must be a compile error, and the same hooks written
 /// correctly (`Tests/CompileFail/Accepted.swift`) must compile. Both files are type-checked with
 /// `swiftc` against the modules this test run was built with (the doc snippets' compiler).
@@ -19,7 +20,7 @@ import Testing
             }
         }
         let declared = Set(starts.map(\.name))
-        #expect(declared.count == 13)
+        #expect(declared.count == 17)
 
         let compiler = try await SnippetCompiler.make()
         defer { compiler.remove() }

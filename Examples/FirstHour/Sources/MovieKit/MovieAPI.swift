@@ -20,7 +20,7 @@ public struct Session: Codable, Sendable, Equatable {
 }
 
 /// The API's endpoints, Moya-style (README: "Enum endpoints").
-public enum MovieAPI: Endpoint {
+public enum MovieAPI: Endpoint, EndpointExclusions {
     case popular(page: Int)
     case movie(id: Int)
     case rate(id: Int, stars: Int)
