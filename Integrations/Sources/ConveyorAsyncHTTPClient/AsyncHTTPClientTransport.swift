@@ -41,7 +41,7 @@ import NIOPosix
 /// - **Errors** are thrown as ``NetworkError`` already: timeouts as ``NetworkError/timedOut``,
 ///   refused or lost connections as ``NetworkError/connectionFailed(_:)``, a response that is not
 ///   HTTP as ``NetworkError/transportFailed(_:)``.
-public struct AsyncHTTPClientTransport: HTTPTransport {
+public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
     /// The AsyncHTTPClient requests go through. Yours to shut down.
     public let client: HTTPClient
     /// How many redirects one request may follow.
@@ -109,43 +109,54 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
     /// `true`: a cancelled call ends promptly and its connection is closed.
     public var honorsCancellation: Bool { true }
 
-    /// Sends one attempt, following redirects.
-    /// - Parameter request: The attempt, after every behavior ran.
+    /// Sends one attempt, following redirects, streaming both bodies.
+    ///
+    /// A ``HTTPRequest/bodyStream`` is read as AsyncHTTPClient sends it, with its length when
+    /// known (`Content-Length`, else chunked); a file or parts can be sent again for a 307 or 308,
+    /// a one-shot sequence cannot (``NetworkError/invalidRequest(_:)``). A response body the
+    /// transfer takes is handed to it as it arrives, AsyncHTTPClient reading no further until
+    /// the transfer has taken each part; any other body is collected up to
+    /// ``HTTPRequest/maxResponseSize``.
+    /// - Parameters:
+    ///   - request: The attempt, after every behavior ran.
+    ///   - transfer: Where the response body goes and who hears of progress, or `nil`.
     /// - Returns: The final response, whatever its status; its ``HTTPResponse/request`` is
-    ///   `request`, as the pipeline sent it.
+    ///   `request`, as the pipeline sent it. Its body is empty when the transfer took it.
     /// - Throws: ``NetworkError``.
-    public func send(_ request: Conveyor.HTTPRequest) async throws -> Conveyor.HTTPResponse {
+    public func send(_ request: Conveyor.HTTPRequest, transfer: TransferHandler?) async throws
+        -> Conveyor.HTTPResponse
+    {
         // The pipeline refuses such a method already; a direct caller gets the same answer.
         guard Self.isToken(request.method.rawValue) else {
             throw NetworkError.invalidRequest(
                 "the method (\(request.method.rawValue.utf8.count) bytes) is not an HTTP token (RFC 9110 §9.1)")
         }
-        let timeout = (request.timeout ?? defaultTimeout).clampedToTimeAmount
-        let deadline = NIODeadline.now() + timeout
-        // AsyncHTTPClient's deadline ends the wait for the response's head, not for its body: the
-        // body is read against the same deadline on this clock.
-        let bodyDeadline = ContinuousClock.now + .nanoseconds(timeout.nanoseconds)
+        // One deadline for the whole attempt: AsyncHTTPClient's delegate API enforces it until the
+        // body's last byte (connecting, redirects, the head and the body), with no task of ours.
+        let deadline = NIODeadline.now() + (request.timeout ?? defaultTimeout).clampedToTimeAmount
+        let policy = redirectPolicy
         var current = request
         var redirects = 0
         do {
             while true {
-                let response = try await client.execute(Self.clientRequest(for: current), deadline: deadline)
-                guard response.history.count <= 1 else { throw Self.followedRedirectsError }
-                let location = response.headers.first(name: "Location")
-                switch redirectPolicy.step(
-                    status: Int(response.status.code), location: location, after: current, redirectsSoFar: redirects)
-                {
-                case .deliver:
-                    var collected = try await Self.collect(response, for: request, until: bodyDeadline)
+                let exchange = Exchange(
+                    sent: current, asked: request, policy: policy, redirectsSoFar: redirects, transfer: transfer)
+                let task = client.execute(
+                    request: try Self.clientRequest(for: current), delegate: exchange, eventLoop: .indifferent,
+                    deadline: deadline, logger: nil)
+                exchange.watch(task)
+                let ending = try await withTaskCancellationHandler {
+                    try await exchange.run()
+                } onCancel: {
+                    task.cancel()
+                    exchange.end(.failure(CancellationError()))
+                }
+                switch ending {
+                case .response(var response):
                     // A redirect target on another origin may not set cookies for the one asked.
-                    collected.headers = redirectPolicy.delivering(collected.headers, from: current.url, askedFor: request.url)
-                    return collected
-                case .tooManyRedirects:
-                    throw NetworkError.tooManyRedirects
-                case .follow(let next):
-                    // The 3xx's own body is not wanted; dropping it unread makes AsyncHTTPClient
-                    // close that connection, so read a little to keep it reusable.
-                    _ = try? await response.body.collect(upTo: 64 * 1024)
+                    response.headers = policy.delivering(response.headers, from: current.url, askedFor: request.url)
+                    return response
+                case .redirect(let next):
                     redirects += 1
                     current = next
                 }
@@ -164,51 +175,53 @@ public struct AsyncHTTPClientTransport: HTTPTransport {
 
     // MARK: - Requests
 
-    /// The AsyncHTTPClient request for an attempt: method, URL, every header field in order
-    /// (repeated names stay separate fields), and the body with its length.
-    static func clientRequest(for request: Conveyor.HTTPRequest) -> HTTPClientRequest {
-        var outgoing = HTTPClientRequest(url: request.url.absoluteString)
-        outgoing.method = NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue)
-        outgoing.headers.reserveCapacity(request.headers.count)
-        for field in request.headers { outgoing.headers.add(name: field.name, value: field.value) }
-        if let body = request.body { outgoing.body = .bytes(ByteBuffer(bytes: body)) }
-        return outgoing
-    }
-
-    // MARK: - Responses
-
-    /// Collects the body by `deadline`, stopping as soon as it passes the request's limit. At the
-    /// deadline the read is cancelled (AsyncHTTPClient then closes the connection): `.timedOut`.
-    static func collect(
-        _ response: HTTPClientResponse, for request: Conveyor.HTTPRequest, until deadline: ContinuousClock.Instant
-    ) async throws -> Conveyor.HTTPResponse {
-        let limit = request.maxResponseSize
-        if let limit, let length = response.headers.first(name: "Content-Length").flatMap(Int.init), length > limit {
-            throw NetworkError.responseTooLarge(limit: limit)
-        }
-        let body = try await withThrowingTaskGroup(of: Data?.self) { group in
-            group.addTask { try await readBody(response, limit: limit) }
-            group.addTask {
-                try await Task.sleep(until: deadline, clock: .continuous)
-                return nil  // the deadline passed first
+    /// The AsyncHTTPClient request for a hop: method, URL, every header field in order (repeated
+    /// names stay separate fields), and the body with its length: bytes as they are, a stream
+    /// read as it is sent.
+    static func clientRequest(for request: Conveyor.HTTPRequest) throws -> HTTPClient.Request {
+        var headers = NIOHTTP1.HTTPHeaders()
+        headers.reserveCapacity(request.headers.count)
+        for field in request.headers { headers.add(name: field.name, value: field.value) }
+        let body: HTTPClient.Body? =
+            if let stream = request.bodyStream {
+                .stream(contentLength: stream.length) { writer in upload(stream, to: writer) }
+            } else if let bytes = request.body {
+                .byteBuffer(ByteBuffer(bytes: bytes))
+            } else {
+                nil
             }
-            defer { group.cancelAll() }
-            guard let first = try await group.next(), let body = first else { throw NetworkError.timedOut }
-            return body
+        do {
+            return try HTTPClient.Request(
+                url: request.url.absoluteString, method: NIOHTTP1.HTTPMethod(rawValue: request.method.rawValue),
+                headers: headers, body: body)
+        } catch {
+            throw NetworkError.invalidRequest("AsyncHTTPClient cannot send to this URL")
         }
-        var headers = Conveyor.HTTPHeaders()
-        for (name, value) in response.headers { headers.add(name: name, value: value) }
-        return Conveyor.HTTPResponse(status: Int(response.status.code), headers: headers, body: body, request: request)
     }
 
-    /// Reads the whole body, failing as soon as it passes `limit`.
-    static func readBody(_ response: HTTPClientResponse, limit: Int?) async throws -> Data {
-        var body = Data()
-        for try await chunk in response.body {
-            if let limit, body.count + chunk.readableBytes > limit { throw NetworkError.responseTooLarge(limit: limit) }
-            chunk.withUnsafeReadableBytes { body.append(contentsOf: $0) }
+    /// Writes a body stream to AsyncHTTPClient's writer, one chunk at a time, each only once the
+    /// previous one was written (the connection's pace). The one task a streamed upload needs:
+    /// the stream is read by `async` code, the writer is driven by the event loop.
+    static func upload(_ stream: HTTPBodyStream, to writer: HTTPClient.Body.StreamWriter) -> EventLoopFuture<Void> {
+        // A written empty buffer tells which event loop the writer is on.
+        writer.write(.byteBuffer(ByteBuffer())).flatMapWithEventLoop { _, loop in
+            let done = loop.makePromise(of: Void.self)
+            _Concurrency.Task {
+                do {
+                    try await stream.forEachChunk { chunk in
+                        try await writer.write(.byteBuffer(ByteBuffer(bytes: chunk))).get()
+                    }
+                    done.succeed(())
+                } catch let error as HTTPClientError where error == .requestStreamCancelled {
+                    // The response came before the body's end (a redirect, an early error
+                    // status): AsyncHTTPClient wants no more of it. Not a failure of the upload.
+                    done.succeed(())
+                } catch {
+                    done.fail(error)
+                }
+            }
+            return done.futureResult
         }
-        return body
     }
 
     // MARK: - Errors

@@ -1,0 +1,287 @@
+import AsyncHTTPClient
+import Conveyor
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// One hop of an attempt through AsyncHTTPClient's delegate API: it decides at the response head
+/// what happens to the body (collected up to the request's limit, handed to the transfer, or
+/// drained before a redirect), and hands the caller's `async` code the body parts the transfer
+/// takes and the hop's ending. It runs no task: the event loop calls it, and the caller waits on
+/// it for one ending (and for each part a transfer takes, which paces AsyncHTTPClient's reads).
+final class Exchange: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Void
+
+    /// How a hop ended, when it did not fail.
+    enum Ending: Sendable {
+        /// The response to deliver (its body empty when the transfer took it).
+        case response(Conveyor.HTTPResponse)
+        /// A redirect to follow, as the redirect policy made it.
+        case redirect(Conveyor.HTTPRequest)
+    }
+
+    private enum Event: Sendable {
+        /// A part of a body the transfer takes; the promise lets AsyncHTTPClient read on.
+        case chunk(Data, EventLoopPromise<Void>)
+        case end(Result<Ending, any Error>)
+    }
+
+    private enum Mode: Sendable {
+        case waitingForHead
+        case collect(limit: Int?, expected: Int64?)
+        case take
+        case drain(next: Conveyor.HTTPRequest)
+    }
+
+    private struct State: Sendable {
+        var mode = Mode.waitingForHead
+        var head: (status: Int, headers: Conveyor.HTTPHeaders)?
+        var collected = Data()
+        var drained = 0
+        var sentBytes: Int64 = 0
+        var visited = 0
+        var events: [Event] = []
+        var waiter: CheckedContinuation<Event, Never>?
+        var ended = false
+    }
+
+    /// A redirect's own body is drained up to this much so its connection can be reused; past it
+    /// the connection is given up.
+    static let drainLimit = 64 * 1024
+
+    private struct DrainLimitReached: Error {}
+
+    /// The hop as sent.
+    let sent: Conveyor.HTTPRequest
+    /// The attempt the pipeline asked for (the response's request; its size limit).
+    let asked: Conveyor.HTTPRequest
+    let policy: RedirectPolicy
+    let redirectsSoFar: Int
+    let transfer: TransferHandler?
+    private let uploadLength: Int64?
+    private let state = NIOLockedValueBox(State())
+
+    init(
+        sent: Conveyor.HTTPRequest, asked: Conveyor.HTTPRequest, policy: RedirectPolicy, redirectsSoFar: Int,
+        transfer: TransferHandler?
+    ) {
+        self.sent = sent
+        self.asked = asked
+        self.policy = policy
+        self.redirectsSoFar = redirectsSoFar
+        self.transfer = transfer
+        uploadLength = sent.bodyStream.map { $0.length } ?? sent.body.map { Int64($0.count) }
+    }
+
+    // MARK: - The caller's side
+
+    /// Ends the hop when AsyncHTTPClient's task fails (a deadline, a cancellation, a lost
+    /// connection, an error this delegate returned).
+    func watch(_ task: HTTPClient.Task<Void>) {
+        task.futureResult.whenFailure { [self] error in
+            // A redirect decided at its head is followed whatever happens to the rest of its hop
+            // (a body past the drain limit, a request body AsyncHTTPClient stopped sending), but
+            // not after a cancellation or the deadline.
+            let ended = error is CancellationError || error as? HTTPClientError == .cancelled
+                || error as? HTTPClientError == .deadlineExceeded
+            if !ended, case .drain(let next) = state.withLockedValue({ $0.mode }) {
+                end(.success(.redirect(next)))
+            } else {
+                end(.failure(error))
+            }
+        }
+    }
+
+    /// Hands each part the transfer takes to it, in order, then returns how the hop ended.
+    func run() async throws -> Ending {
+        while true {
+            switch await next() {
+            case .chunk(let data, let promise):
+                do {
+                    try await transfer?.receive(data)
+                    promise.succeed(())
+                } catch {
+                    promise.fail(error)
+                    throw error
+                }
+            case .end(let result):
+                return try result.get()
+            }
+        }
+    }
+
+    /// Ends the hop with `result` unless it ended already.
+    func end(_ result: Result<Ending, any Error>) {
+        let first = state.withLockedValue { state -> Bool in
+            defer { state.ended = true }
+            return !state.ended
+        }
+        if first { post(.end(result)) }
+    }
+
+    private func post(_ event: Event) {
+        let waiter = state.withLockedValue { state -> CheckedContinuation<Event, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.events.append(event)
+            return nil
+        }
+        waiter?.resume(returning: event)
+    }
+
+    private func next() async -> Event {
+        await withCheckedContinuation { continuation in
+            let event = state.withLockedValue { state -> Event? in
+                if state.events.isEmpty {
+                    state.waiter = continuation
+                    return nil
+                }
+                return state.events.removeFirst()
+            }
+            if let event { continuation.resume(returning: event) }
+        }
+    }
+
+    // MARK: - AsyncHTTPClient's side (on the event loop)
+
+    func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) {
+        guard let transfer, transfer.observesProgress else { return }
+        let bytes = state.withLockedValue { state in
+            state.sentBytes += Int64(part.readableBytes)
+            return state.sentBytes
+        }
+        transfer.sent(bytes, of: uploadLength)
+    }
+
+    func didVisitURL(task: HTTPClient.Task<Void>, _ request: HTTPClient.Request, _ head: HTTPResponseHead) {
+        state.withLockedValue { $0.visited += 1 }
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        do {
+            try accept(head)
+            return task.eventLoop.makeSucceededVoidFuture()
+        } catch {
+            return task.eventLoop.makeFailedFuture(error)
+        }
+    }
+
+    /// Decides what happens to the body: the redirect policy first, then the transfer, then the
+    /// size limit against a declared length.
+    private func accept(_ head: HTTPResponseHead) throws {
+        // More than one visited URL: AsyncHTTPClient followed a redirect itself.
+        guard state.withLockedValue({ $0.visited }) <= 1 else { throw AsyncHTTPClientTransport.followedRedirectsError }
+        let status = Int(head.status.code)
+        var headers = Conveyor.HTTPHeaders()
+        for (name, value) in head.headers { headers.add(name: name, value: value) }
+        let mode: Mode
+        switch policy.step(
+            status: status, location: head.headers.first(name: "Location"), after: sent, redirectsSoFar: redirectsSoFar)
+        {
+        case .tooManyRedirects:
+            throw NetworkError.tooManyRedirects
+        case .follow(let next):
+            mode = .drain(next: next)
+        case .deliver:
+            let response = Conveyor.HTTPResponse(status: status, headers: headers, body: Data(), request: asked)
+            if try transfer?.takesBody(of: response) == true {
+                mode = .take
+            } else {
+                let limit = asked.maxResponseSize
+                let expected = head.headers.first(name: "Content-Length").flatMap { Int64($0) }
+                if let limit, let expected, expected > Int64(limit) { throw NetworkError.responseTooLarge(limit: limit) }
+                mode = .collect(limit: limit, expected: expected)
+            }
+        }
+        state.withLockedValue { state in
+            state.head = (status, headers)
+            state.mode = mode
+        }
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        enum Next {
+            case readOn
+            case fail(any Error)
+            case report(Int64, Int64?)
+            case hand(Data)
+        }
+        let next = state.withLockedValue { state -> Next in
+            switch state.mode {
+            case .collect(let limit, let expected):
+                if let limit, state.collected.count + buffer.readableBytes > limit {
+                    return .fail(NetworkError.responseTooLarge(limit: limit))
+                }
+                buffer.withUnsafeReadableBytes { state.collected.append(contentsOf: $0) }
+                return .report(Int64(state.collected.count), expected)
+            case .take:
+                return .hand(Data(buffer.readableBytesView))
+            case .drain:
+                state.drained += buffer.readableBytes
+                return state.drained > Self.drainLimit ? .fail(DrainLimitReached()) : .readOn
+            case .waitingForHead:
+                return .readOn
+            }
+        }
+        switch next {
+        case .readOn:
+            return task.eventLoop.makeSucceededVoidFuture()
+        case .fail(let error):
+            return task.eventLoop.makeFailedFuture(error)
+        case .report(let bytes, let expected):
+            transfer?.received(bytes, of: expected)
+            return task.eventLoop.makeSucceededVoidFuture()
+        case .hand(let chunk):
+            let promise = task.eventLoop.makePromise(of: Void.self)
+            // Queued with the check, so a part is either read before the ending or refused.
+            let waiter = state.withLockedValue { state -> (CheckedContinuation<Event, Never>?, Bool) in
+                guard !state.ended else { return (nil, false) }
+                if let waiter = state.waiter {
+                    state.waiter = nil
+                    return (waiter, true)
+                }
+                state.events.append(.chunk(chunk, promise))
+                return (nil, true)
+            }
+            guard waiter.1 else {
+                promise.fail(CancellationError())
+                return promise.futureResult
+            }
+            waiter.0?.resume(returning: .chunk(chunk, promise))
+            return promise.futureResult
+        }
+    }
+
+    func didReceiveError(task: HTTPClient.Task<Void>, _ error: any Error) {}
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {
+        let ending = state.withLockedValue { state -> Ending? in
+            guard let head = state.head else { return nil }
+            switch state.mode {
+            case .drain(let next):
+                return .redirect(next)
+            case .take:
+                return .response(Conveyor.HTTPResponse(status: head.status, headers: head.headers, body: Data(), request: asked))
+            case .collect:
+                let body = state.collected
+                state.collected = Data()
+                return .response(Conveyor.HTTPResponse(status: head.status, headers: head.headers, body: body, request: asked))
+            case .waitingForHead:
+                return nil
+            }
+        }
+        if let ending {
+            end(.success(ending))
+        } else {
+            end(.failure(NetworkError.transportFailed(NotHTTP())))
+        }
+    }
+
+    /// The request ended without a response head.
+    struct NotHTTP: Error, CustomStringConvertible {
+        var description: String { "the request ended without a response" }
+    }
+}
