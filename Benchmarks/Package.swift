@@ -17,6 +17,11 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
         .package(url: "https://github.com/apple/swift-openapi-runtime", exact: "1.13.4"),
         .package(url: "https://github.com/apple/swift-http-types", exact: "1.8.0"),
+        // Conveyor on AsyncHTTPClient beside raw AsyncHTTPClient (loopback-bench, transfer-bench,
+        // loopback-instruction-count).
+        .package(name: "ConveyorIntegrations", path: "../Integrations"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         // Shared by the executables: the realistic chain's fakes, the in-memory transport, and the
@@ -44,7 +49,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "loopback-bench",
-            dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
+            dependencies: [
+                "BenchSupport", .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "ConveyorAsyncHTTPClient", package: "ConveyorIntegrations"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             path: "Sources/LoopbackBench"),
         // A cached GET against a network GET over loopback (CacheBehavior).
         .executableTarget(
@@ -52,7 +61,12 @@ let package = Package(
             path: "Sources/CacheBench"),
         // 1 GiB down and up through NetworkClient and curl over loopback: time and peak memory.
         .executableTarget(
-            name: "transfer-bench", dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
+            name: "transfer-bench",
+            dependencies: [
+                "BenchSupport", .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "ConveyorAsyncHTTPClient", package: "ConveyorIntegrations"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
             path: "Sources/TransferBench"),
         // Requests per second with 1, 8 and 64 requests in flight on one client, in memory.
         .executableTarget(
@@ -67,5 +81,16 @@ let package = Package(
             name: "instruction-count",
             dependencies: ["BenchSupport", "PeerSupport", .product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/InstructionCount"),
+        // The client's instructions per loopback request, raw and through NetworkClient, on
+        // AsyncHTTPClient and URLSession (loopback-instructions.sh).
+        .executableTarget(
+            name: "loopback-instruction-count",
+            dependencies: [
+                "BenchSupport", .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ConveyorAsyncHTTPClient", package: "ConveyorIntegrations"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Sources/LoopbackInstructionCount"),
     ]
 )

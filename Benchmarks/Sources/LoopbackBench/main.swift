@@ -1,5 +1,6 @@
-// End to end over loopback: raw URLSession.data(for:) vs NetworkClient with the realistic chain,
-// against Tests/Server/server.py on 127.0.0.1, in interleaved rounds, at 1 and 8 requests in flight.
+// End to end over loopback, for each transport: the raw client (URLSession.data(for:),
+// AsyncHTTPClient's execute) vs NetworkClient on that client with the realistic chain, against
+// Tests/Server/server.py on 127.0.0.1, in interleaved rounds, at 1, 8 and 64 requests in flight.
 // Run from the repository root: swift run --package-path Benchmarks -c release loopback-bench [rounds] [requests]
 //
 // Each round measures raw, Conveyor, Conveyor, raw (the order flips every round), so slow drift
@@ -10,9 +11,12 @@
 // attempt in flight (no guarded step per attempt), to tell that cost from the transport's.
 // With VARY_QUERY=1, every request of both paths asks for `?page=N` with a new N, so the client's
 // URL cache never hits: run with and without it to see what the cache saves end to end.
+import AsyncHTTPClient
 import BenchSupport
 import Conveyor
+import ConveyorAsyncHTTPClient
 import Foundation
+import NIOCore
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -64,9 +68,31 @@ let conveyor: @Sendable () async throws -> Void = {
     _ = try await client.send(Request<[[String: AnyCodableValue]]>(path: "/json/movies", query: query))
 }
 
+// The same on AsyncHTTPClient: one HTTPClient (a pool of up to 64 connections per host, so 64 in
+// flight is not queued behind the pool) for both paths.
+var poolConfiguration = AsyncHTTPClientTransport.configuration()
+poolConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: poolConfiguration)
+let ahcClient = NetworkClient(baseURL: base, transport: try AsyncHTTPClientTransport(client: http)) {
+    realisticBehaviors(interrupting: interrupting)
+}
+let rawAHC: @Sendable () async throws -> Void = {
+    let url = varyQuery ? rawURL.absoluteString + "?page=\(pages.take())" : rawURL.absoluteString
+    var request = HTTPClientRequest(url: url)
+    request.headers.add(name: "User-Agent", value: "Bench/1.0")
+    request.headers.add(name: "Accept-Language", value: "en")
+    request.headers.add(name: "Authorization", value: "Bearer cached-token-0123456789")
+    let response = try await http.execute(request, timeout: .seconds(60))
+    let body = try await response.body.collect(upTo: 64 << 20)
+    _ = try decoder.decode([[String: AnyCodableValue]].self, from: Data(body.readableBytesView))
+}
+let conveyorAHC: @Sendable () async throws -> Void = {
+    let query: QueryParameters = varyQuery ? ["page": pages.take()] : [:]
+    _ = try await ahcClient.send(Request<[[String: AnyCodableValue]]>(path: "/json/movies", query: query))
+}
+
 // Warm up connections and code paths.
-_ = try await measure(total: 200, inFlight: 8, raw)
-_ = try await measure(total: 200, inFlight: 8, conveyor)
+for operation in [raw, conveyor, rawAHC, conveyorAHC] { _ = try await measure(total: 200, inFlight: 64, operation) }
 
 func quartiles(_ values: [Double]) -> (Double, Double, Double) {
     let sorted = values.sorted()
@@ -77,28 +103,33 @@ print(
     "Loopback: \(rounds) rounds × 2 × \(perRound) requests per path and concurrency, GET /json/movies"
         + (varyQuery ? "?page=N (a new N every request)" : "") + " decoded as JSON")
 print("")
-print("| in flight | raw URLSession req/s | NetworkClient + realistic chain req/s | Conveyor / raw, median of rounds | interquartile range |")
-print("|---:|---:|---:|---:|---:|")
-for inFlight in [1, 8] {
-    var ratios: [Double] = []
-    var rawRates: [Double] = []
-    var conveyorRates: [Double] = []
-    for round in 0..<rounds {
-        let order = round % 2 == 0 ? [raw, conveyor, conveyor, raw] : [conveyor, raw, raw, conveyor]
-        var rates: [Double] = []
-        for operation in order { rates.append(try await measure(total: perRound, inFlight: inFlight, operation)) }
-        let (rawRate, conveyorRate) =
-            round % 2 == 0 ? ((rates[0] + rates[3]) / 2, (rates[1] + rates[2]) / 2) : ((rates[1] + rates[2]) / 2, (rates[0] + rates[3]) / 2)
-        rawRates.append(rawRate)
-        conveyorRates.append(conveyorRate)
-        ratios.append(conveyorRate / rawRate)
+print("| transport | in flight | raw req/s | NetworkClient + realistic chain req/s | Conveyor / raw, median of rounds | interquartile range |")
+print("|---|---:|---:|---:|---:|---:|")
+for (name, raw, conveyor) in [("URLSession", raw, conveyor), ("AsyncHTTPClient", rawAHC, conveyorAHC)] {
+    for inFlight in [1, 8, 64] {
+        var ratios: [Double] = []
+        var rawRates: [Double] = []
+        var conveyorRates: [Double] = []
+        for round in 0..<rounds {
+            let order = round % 2 == 0 ? [raw, conveyor, conveyor, raw] : [conveyor, raw, raw, conveyor]
+            var rates: [Double] = []
+            for operation in order { rates.append(try await measure(total: perRound, inFlight: inFlight, operation)) }
+            let (rawRate, conveyorRate) =
+                round % 2 == 0
+                ? ((rates[0] + rates[3]) / 2, (rates[1] + rates[2]) / 2) : ((rates[1] + rates[2]) / 2, (rates[0] + rates[3]) / 2)
+            rawRates.append(rawRate)
+            conveyorRates.append(conveyorRate)
+            ratios.append(conveyorRate / rawRate)
+        }
+        let (low, mid, high) = quartiles(ratios)
+        print(
+            "| \(name) | "
+                + String(
+                    format: "%d | %.0f | %.0f | **%.1f %%** | %.1f–%.1f %% |", inFlight, median(rawRates),
+                    median(conveyorRates), 100 * mid, 100 * low, 100 * high))
     }
-    let (low, mid, high) = quartiles(ratios)
-    print(
-        String(
-            format: "| %d | %.0f | %.0f | **%.1f %%** | %.1f–%.1f %% |", inFlight, median(rawRates), median(conveyorRates),
-            100 * mid, 100 * low, 100 * high))
 }
+try await http.shutdown()
 
 /// Decodes any JSON scalar, so both paths do the same decoding work.
 enum AnyCodableValue: Codable, Sendable {

@@ -154,7 +154,9 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
                 switch ending {
                 case .response(var response):
                     // A redirect target on another origin may not set cookies for the one asked.
-                    response.headers = policy.delivering(response.headers, from: current.url, askedFor: request.url)
+                    if redirects > 0 {
+                        response.headers = policy.delivering(response.headers, from: current.url, askedFor: request.url)
+                    }
                     return response
                 case .redirect(let next):
                     redirects += 1
