@@ -1,4 +1,6 @@
+import AsyncHTTPClient
 import Conveyor
+import ConveyorAsyncHTTPClient
 import Foundation
 
 /// What `/upload` answers.
@@ -42,8 +44,19 @@ func conveyorUpload(_ client: NetworkClient, from file: URL) async throws(Networ
 ///   - base: The server's URL.
 ///   - bytes: The size of the transfer.
 ///   - file: Where to download to, or the file to upload.
-func runChild(direction: String, base: URL, bytes: Int, file: URL) async throws {
-    let client = NetworkClient(baseURL: base)
+///   - transport: `urlsession` (the default transport) or `ahc` (AsyncHTTPClientTransport).
+func runChild(direction: String, base: URL, bytes: Int, file: URL, transport: String) async throws {
+    var http: HTTPClient?
+    let client: NetworkClient
+    if transport == "ahc" {
+        let created = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
+        http = created
+        // The transfer's own deadline: long enough for a gigabyte on a slow machine.
+        client = NetworkClient(
+            baseURL: base, transport: try AsyncHTTPClientTransport(client: created, defaultTimeout: .seconds(600)))
+    } else {
+        client = NetworkClient(baseURL: base)
+    }
     let warmUp = file.deletingLastPathComponent().appendingPathComponent("warm-up-\(UUID())")
     defer { try? FileManager.default.removeItem(at: warmUp) }
     var reply: UploadReply?
@@ -68,4 +81,5 @@ func runChild(direction: String, base: URL, bytes: Int, file: URL) async throws 
         seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
         residentBefore: before, peakAfter: max(Memory.peak, Memory.resident), reply: reply)
     print(String(decoding: try JSONEncoder().encode(report), as: UTF8.self))
+    try await http?.shutdown()
 }

@@ -6,7 +6,8 @@
 //
 // Every transfer runs in a child process, spawned the same way for both sides:
 // - Conveyor: this executable again (`--child download|upload …`): NetworkClient.download(_:to:)
-//   and a `.file` upload body on the default URLSessionTransport. The child reports the
+//   and a `.file` upload body, on the default URLSessionTransport and on AsyncHTTPClientTransport
+//   (both stream: nothing of the body is held in memory). The child reports the
 //   transfer's wall time and its peak resident memory growth (VmHWM at the end minus VmRSS
 //   before, after a one-byte warm-up transfer and a reset of the peak).
 // - curl: `curl -s -o FILE URL` and `curl -s -X POST -T FILE URL` (-T streams from the file);
@@ -27,12 +28,15 @@ let growthBound = 50_000_000
 let arguments = Array(CommandLine.arguments.dropFirst())
 
 if arguments.first == "--child" {
-    guard arguments.count == 5, let base = URL(string: arguments[2]), let bytes = Int(arguments[3]) else {
-        FileHandle.standardError.write(Data("usage: transfer-bench --child download|upload URL BYTES FILE\n".utf8))
+    guard arguments.count == 6, let base = URL(string: arguments[2]), let bytes = Int(arguments[3]) else {
+        FileHandle.standardError.write(
+            Data("usage: transfer-bench --child download|upload URL BYTES FILE urlsession|ahc\n".utf8))
         exit(2)
     }
     do {
-        try await runChild(direction: arguments[1], base: base, bytes: bytes, file: URL(fileURLWithPath: arguments[4]))
+        try await runChild(
+            direction: arguments[1], base: base, bytes: bytes, file: URL(fileURLWithPath: arguments[4]),
+            transport: arguments[5])
         exit(0)
     } catch {
         FileHandle.standardError.write(Data("transfer-bench child: \(error)\n".utf8))
@@ -126,9 +130,11 @@ func curlMeasurement(seconds: Double, peak: Int?, baseline: Int?) -> Measurement
 }
 
 /// Runs a Conveyor scenario in a child process (this executable with `--child`).
-func conveyor(_ direction: String, base: URL, bytes: Int, file: URL) throws -> (Measurement, ChildReport) {
+func conveyor(_ direction: String, base: URL, bytes: Int, file: URL, transport: String) throws -> (
+    Measurement, ChildReport
+) {
     let me = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
-    let finished = try run(me, ["--child", direction, base.absoluteString, String(bytes), file.path])
+    let finished = try run(me, ["--child", direction, base.absoluteString, String(bytes), file.path, transport])
     guard finished.exitCode == 0, let line = finished.output.split(separator: "\n").last,
         let report = try? JSONDecoder().decode(ChildReport.self, from: Data(line.utf8))
     else {
@@ -154,11 +160,16 @@ let blobURL = "http://127.0.0.1:\(port)/blob?bytes=\(bytes)"
 let uploadURL = "http://127.0.0.1:\(port)/upload"
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("transfer-bench-\(UUID())")
 
-/// The scenarios in table order: each direction's Conveyor row, then its curl row.
+/// The scenarios in table order: each direction's Conveyor rows (URLSession, AsyncHTTPClient),
+/// then its curl row.
 let labels = [
-    "download, Conveyor `client.download(_:to:)`", "download, curl `-o file`",
-    "upload, Conveyor `.file` body", "upload, curl `-X POST -T file`",
+    "download, Conveyor `client.download(_:to:)` on URLSession",
+    "download, Conveyor `client.download(_:to:)` on AsyncHTTPClient", "download, curl `-o file`",
+    "upload, Conveyor `.file` body on URLSession", "upload, Conveyor `.file` body on AsyncHTTPClient",
+    "upload, curl `-X POST -T file`",
 ]
+/// Which scenarios are Conveyor's (the growth bound applies to them).
+let conveyorScenarios: Set<Int> = [0, 1, 3, 4]
 var results = Array(repeating: [Measurement](), count: labels.count)
 /// The transfers that failed or delivered wrong bytes.
 var errors: [String] = []
@@ -179,23 +190,16 @@ do {
 
 /// One transfer of each scenario, checked; in table order.
 let transfers: [() throws -> Measurement] = [
-    {
-        let file = directory.appendingPathComponent("download-conveyor.bin")
-        let (measurement, _) = try conveyor("download", base: base, bytes: bytes, file: file)
-        try verifyDownload(file, bytes: bytes, by: "Conveyor")
-        return measurement
-    },
+    { try conveyorDownload(transport: "urlsession") },
+    { try conveyorDownload(transport: "ahc") },
     {
         let file = directory.appendingPathComponent("download-curl.bin")
         let (seconds, peak) = try curl(["-o", file.path, blobURL])
         try verifyDownload(file, bytes: bytes, by: "curl")
         return curlMeasurement(seconds: seconds, peak: peak, baseline: curlBaseline)
     },
-    {
-        let (measurement, report) = try conveyor("upload", base: base, bytes: bytes, file: source)
-        try verifyUpload(report.reply, bytes: bytes, sha256: expectedSHA256, by: "Conveyor")
-        return measurement
-    },
+    { try conveyorUpload(transport: "urlsession") },
+    { try conveyorUpload(transport: "ahc") },
     {
         let replyFile = directory.appendingPathComponent("reply.json")
         let (seconds, peak) = try curl([
@@ -208,11 +212,24 @@ let transfers: [() throws -> Measurement] = [
     },
 ]
 
+func conveyorDownload(transport: String) throws -> Measurement {
+    let file = directory.appendingPathComponent("download-conveyor-\(transport).bin")
+    let (measurement, _) = try conveyor("download", base: base, bytes: bytes, file: file, transport: transport)
+    try verifyDownload(file, bytes: bytes, by: "Conveyor on \(transport)")
+    return measurement
+}
+
+func conveyorUpload(transport: String) throws -> Measurement {
+    let (measurement, report) = try conveyor("upload", base: base, bytes: bytes, file: source, transport: transport)
+    try verifyUpload(report.reply, bytes: bytes, sha256: expectedSHA256, by: "Conveyor on \(transport)")
+    return measurement
+}
+
 func mb(_ bytes: Int?) -> String { bytes.map { String(format: "%.1f MB", Double($0) / megabyte) } ?? "n/a" }
 
 for round in 1...rounds {
-    // Both sides of a direction back to back: curl first in odd rounds, Conveyor first in even ones.
-    for scenario in round % 2 == 1 ? [1, 0, 3, 2] : [0, 1, 2, 3] {
+    // Each direction's sides back to back: curl first in odd rounds, Conveyor first in even ones.
+    for scenario in round % 2 == 1 ? [2, 0, 1, 5, 3, 4] : [0, 1, 2, 3, 4, 5] {
         do {
             let measurement = try transfers[scenario]()
             results[scenario].append(measurement)
@@ -244,8 +261,8 @@ print("| scenario | time | MB/s | peak RSS growth | peak RSS |")
 print("|---|---:|---:|---:|---:|")
 var overBound: [String] = []
 for direction in 0..<2 {
-    var times: [Double] = []
-    for scenario in [2 * direction, 2 * direction + 1] {
+    var times: [Int: Double] = [:]
+    for scenario in 3 * direction..<3 * direction + 3 {
         let runs = results[scenario]
         guard !runs.isEmpty else {
             print("| \(labels[scenario]) | failed | | | |")
@@ -253,16 +270,18 @@ for direction in 0..<2 {
         }
         let time = median(runs.map(\.seconds))
         let growth = runs.compactMap(\.growth).max()
-        times.append(time)
+        times[scenario] = time
         print(
             "| \(labels[scenario]) | " + String(format: "%.2f s | %.0f", time, Double(bytes) / time / megabyte)
                 + " | \(mb(growth)) | \(mb(runs.compactMap(\.processPeak).max())) |")
-        if scenario % 2 == 0, (growth ?? 0) >= growthBound { overBound.append(labels[scenario]) }
+        if conveyorScenarios.contains(scenario), (growth ?? 0) >= growthBound { overBound.append(labels[scenario]) }
     }
-    if times.count == 2 {
+    let name = direction == 0 ? "download" : "upload"
+    for (scenario, transport) in [(3 * direction, "URLSession"), (3 * direction + 1, "AsyncHTTPClient")] {
+        guard let conveyorTime = times[scenario], let curlTime = times[3 * direction + 2] else { continue }
         print(
-            "| **\(direction == 0 ? "download" : "upload"): Conveyor / curl** | "
-                + String(format: "%.2f× | %.2f× | | |", times[0] / times[1], times[1] / times[0]))
+            "| **\(name): Conveyor on \(transport) / curl** | "
+                + String(format: "%.2f× | %.2f× | | |", conveyorTime / curlTime, curlTime / conveyorTime))
     }
 }
 print("")
