@@ -42,7 +42,12 @@ enum FoundationNetworkingIssues {
             .responseSizeLimit: KnownIssue(
                 reason: "URLSessionTask.cancel() lands after the rest of a 64 MiB loopback body in most runs",
                 reference: "FoundationNetworking; no upstream issue found; Docs/Reliability.md",
-                failure: "failed as it should after")
+                failure: "failed as it should after"),
+            .earlyStreamExit: KnownIssue(
+                reason: "URLSessionTask.cancel() lands after the rest of the body in some runs: the stream and its "
+                    + "hooks end at once, but the connection reads on",
+                reference: "FoundationNetworking; no upstream issue found; Docs/Reliability.md",
+                failure: "the ending hook ran with .cancelled, but the server's connection stayed open"),
         ]
         /// A plain session with a URLCache is never cancelled on Linux (Conveyor's workaround).
         static let cachedSessionCancel: [Check: KnownIssue] = [

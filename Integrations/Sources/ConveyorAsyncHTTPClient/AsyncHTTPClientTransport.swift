@@ -251,6 +251,10 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
             }
         case is NIOConnectionError, is IOError, is ChannelError:
             return .connectionFailed(error)
+        case let error as HTTPParserError where error == .invalidEOFState:
+            // The connection closed before the response's end (mid-body, say): a lost connection,
+            // which a GET may be sent again after (and a download resumed), not a malformed response.
+            return .connectionFailed(error)
         default:
             return Task.isCancelled ? .cancelled : .transportFailed(error)
         }

@@ -27,6 +27,8 @@ import Foundation
     /// | `/huge-headers` | a 200 with 1 MiB of header fields |
     /// | `/not-modified` | a 304 although the request had no validator |
     /// | `/trickle-headers` | the response head one byte every 50 ms, until the client hangs up |
+    /// | `/upload` | reads the body as it arrives without keeping it; 200 with `bytes=N intact=1` when it is the pattern from its start (`intact=0` otherwise) |
+    /// | `/resumable?bytes=N&mode=changed\|partial\|ignored` | a download that breaks and is resumed: the first request gets half of version 1 (`ETag: "v1"`, `Accept-Ranges: bytes`) and a close; a `Range` request then gets version 2 from the offset (`changed`, as a server that ignores `If-Range`), ten bytes of a `206` whose `Content-Range` ends early (`partial`), or a whole `200` (`ignored`); any later request gets the current version whole |
     /// | anything else | 404 |
     ///
     /// Every answer has `Cache-Control: no-store`, so a session's cache never answers for the server.
@@ -139,31 +141,59 @@ import Foundation
             if headers["Expect"]?.lowercased() == "100-continue" {
                 guard send("HTTP/1.1 100 Continue\r\n\r\n") else { return nil }
             }
+            let (path, query) = Self.split(target)
+            // `/upload` checks its body as it arrives and keeps none of it.
+            let upload = path == "/upload" ? UploadCheck() : nil
             let body: Data
             let framing: ConformanceRequest.Framing
             if headers.values(for: "Transfer-Encoding").joined(separator: ",").lowercased().contains("chunked") {
-                guard let chunked = readChunkedBody() else { return nil }
+                guard let chunked = readChunkedBody(into: upload) else { return nil }
                 (body, framing) = (chunked, .chunked)
             } else if let length = headers["Content-Length"].flatMap({ Int($0) }), length >= 0 {
-                guard length <= 256 << 20, let read = readBytes(length) else { return nil }
-                (body, framing) = (read, .contentLength(length))
+                if let upload {
+                    guard readBytes(length, into: upload) else { return nil }
+                    body = Data()
+                } else {
+                    guard length <= 256 << 20, let read = readBytes(length) else { return nil }
+                    body = read
+                }
+                framing = .contentLength(length)
             } else {
                 (body, framing) = (Data(), .none)
             }
-            let (path, query) = Self.split(target)
             return ConformanceRequest(
                 method: method, target: target, path: path, query: query, headers: headers, body: body,
-                framing: framing)
+                framing: framing, uploaded: upload.map { ($0.count, $0.intact) })
         }
 
-        private func readChunkedBody() -> Data? {
+        /// Reads `count` bytes into `upload`'s check, keeping none; `false` when the client closed.
+        private func readBytes(_ count: Int, into upload: UploadCheck) -> Bool {
+            var left = count
+            let buffered = min(left, pending.count)
+            upload.take(pending[..<buffered])
+            pending.removeFirst(buffered)
+            left -= buffered
+            while left > 0 {
+                guard let bytes = ConformanceSocket.receive(fd, capacity: min(1 << 18, left)) else {
+                    clientClosed()
+                    return false
+                }
+                upload.take(bytes[...])
+                left -= bytes.count
+            }
+            return true
+        }
+
+        private func readChunkedBody(into upload: UploadCheck? = nil) -> Data? {
             var body = Data()
+            var total = 0
             while true {
                 guard let line = readLine() else { return nil }
                 let sizeText = String(decoding: line, as: UTF8.self).split(separator: ";").first ?? ""
                 guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0,
-                    body.count + size <= 256 << 20
+                    upload != nil || total + size <= 256 << 20
                 else { return nil }
+                total += size
                 if size == 0 {
                     // Trailers, up to the empty line.
                     while true {
@@ -171,8 +201,12 @@ import Foundation
                         if trailer.isEmpty { return body }
                     }
                 }
-                guard let chunk = readBytes(size), let end = readLine(), end.isEmpty else { return nil }
-                body.append(chunk)
+                if let upload {
+                    guard readBytes(size, into: upload), let end = readLine(), end.isEmpty else { return nil }
+                } else {
+                    guard let chunk = readBytes(size), let end = readLine(), end.isEmpty else { return nil }
+                    body.append(chunk)
+                }
             }
         }
 
@@ -263,6 +297,11 @@ import Foundation
                 let head = head(200, [("Content-Type", "application/octet-stream"), ("Content-Length", "1000")])
                 if send(head) { drainUntilClosed() }
                 return false
+            case "/upload":
+                let (count, intact) = request.uploaded ?? (0, false)
+                return reply(200, body: Data("bytes=\(count) intact=\(intact ? 1 : 0)".utf8), to: request)
+            case "/resumable":
+                return resumable(request)
             default:
                 return misbehave(request) ?? reply(404, body: Data("not found".utf8), to: request)
             }
@@ -308,6 +347,52 @@ import Foundation
             default:
                 return nil
             }
+        }
+
+        /// `/resumable`: see the route table. Which request this is comes from the server's record
+        /// (this request's arrival is in it already).
+        private func resumable(_ request: ConformanceRequest) -> Bool {
+            let total = request.query["bytes"].flatMap { Int($0) }.map { min(max($0, 2), 1 << 30) } ?? 1 << 20
+            let mode = request.query["mode"] ?? "changed"
+            let hit = server.events.filter { $0.kind == .requestReceived && $0.path == "/resumable" }.count
+            let current = mode == "changed" && hit > 1 ? 2 : 1
+            func fields(version: Int) -> [(String, String)] {
+                [("Content-Type", "application/octet-stream"), ("ETag", "\"v\(version)\""), ("Accept-Ranges", "bytes")]
+            }
+            func body(version: Int, from start: Int, count: Int) -> Data {
+                ConformancePattern.resumable(version: version, from: start, count: count)
+            }
+            if hit == 1 {
+                // Half of version 1, then the connection breaks.
+                let head = head(200, fields(version: 1) + [("Content-Length", "\(total)")])
+                _ = send(head) && send(body(version: 1, from: 0, count: total / 2))
+                return false
+            }
+            let range = request.headers["Range"].flatMap(ConformancePattern.rangeStart)
+            if hit == 2, let start = range, start < total {
+                switch mode {
+                case "partial":
+                    let count = min(10, total - start)
+                    let head = head(
+                        206,
+                        fields(version: 1) + [
+                            ("Content-Range", "bytes \(start)-\(start + count - 1)/\(total)"), ("Content-Length", "\(count)"),
+                        ])
+                    return send(head) && send(body(version: 1, from: start, count: count))
+                case "ignored":
+                    break
+                default:  // changed: the new version from the offset, as a server that ignores If-Range
+                    let count = total - start
+                    let head = head(
+                        206,
+                        fields(version: 2) + [
+                            ("Content-Range", "bytes \(start)-\(total - 1)/\(total)"), ("Content-Length", "\(count)"),
+                        ])
+                    return send(head) && send(body(version: 2, from: start, count: count))
+                }
+            }
+            let head = head(200, fields(version: current) + [("Content-Length", "\(total)")])
+            return send(head) && send(body(version: current, from: 0, count: total))
         }
 
         /// Reads and drops whatever comes until the client closes (or the server stops).
@@ -389,6 +474,34 @@ enum ConformancePattern {
 
     /// The first `count` bytes of the pattern.
     static func bytes(count: Int) -> Data { slice(from: 0, count: count) }
+
+    /// `/resumable`'s bytes: version 1 is the pattern, version 2 the pattern 1,000 bytes on.
+    static func resumable(version: Int, from offset: Int, count: Int) -> Data {
+        slice(from: offset + (version == 2 ? 1000 : 0), count: count)
+    }
+
+    /// The first byte of a `Range: bytes=N-` request, or `nil`.
+    static func rangeStart(_ value: String) -> Int? {
+        guard value.hasPrefix("bytes="), let dash = value.firstIndex(of: "-") else { return nil }
+        return Int(value[value.index(value.startIndex, offsetBy: 6)..<dash])
+    }
+}
+
+/// What `/upload` checks of a body as it arrives: its length, and whether every byte is the
+/// pattern's from the start.
+final class UploadCheck {
+    private(set) var count = 0
+    private(set) var intact = true
+
+    func take(_ bytes: some Collection<UInt8>) {
+        guard intact else {
+            count += bytes.count
+            return
+        }
+        let expected = ConformancePattern.slice(from: count, count: bytes.count)
+        if !expected.elementsEqual(bytes) { intact = false }
+        count += bytes.count
+    }
 }
 
 extension ConformanceRequest {

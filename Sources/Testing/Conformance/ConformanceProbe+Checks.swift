@@ -34,6 +34,19 @@ extension ConformanceProbe {
         case .hugeHeaderBlock: try await hugeHeaderBlock()
         case .unsolicitedNotModified: try await unsolicitedNotModified()
         case .headerTrickle: try await timeout(path: "/trickle-headers", what: "the head one byte every 50 ms")
+        case .resumeWithChangedValidator:
+            try await resume(
+                mode: "changed", expectedVersion: 2,
+                what: "a download resumed with Range, answered 206 with another ETag (If-Range ignored)")
+        case .resumeWithPartialContent:
+            try await resume(
+                mode: "partial", expectedVersion: 1,
+                what: "a download resumed with Range, answered 206 whose Content-Range covers 10 bytes of the rest")
+        case .resumeRangeIgnored:
+            try await resume(
+                mode: "ignored", expectedVersion: 1, what: "a download resumed with Range, answered 200 with the whole body")
+        case .earlyStreamExit: try await earlyStreamExit()
+        case .streamedTransfers: try await streamedTransfers()
         }
     }
 

@@ -240,6 +240,9 @@ struct ConformanceRequest: Sendable {
     let headers: HTTPHeaders
     let body: Data
     let framing: Framing
+    /// For `/upload`: the body's length and whether it was the pattern from its start (the body
+    /// itself is not kept).
+    var uploaded: (count: Int, intact: Bool)? = nil
 }
 
 extension Duration {

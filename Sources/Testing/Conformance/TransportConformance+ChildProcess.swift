@@ -91,7 +91,8 @@ extension TransportConformance {
         }
         let promptness = value("--conformance-promptness-ms").flatMap(Int.init).map(Duration.milliseconds)
         let redirects = value("--conformance-maximum-redirects").flatMap(Int.init)
-        let options = Options(maximumRedirects: redirects ?? 10, promptness: promptness ?? .seconds(5))
+        var options = Options(maximumRedirects: redirects ?? 10, promptness: promptness ?? .seconds(5))
+        options.measuresMemory = true
         let found = await ConformanceCheck.run(check, on: transport, options: options)
         let (status, message): (String, String) =
             switch found.status {

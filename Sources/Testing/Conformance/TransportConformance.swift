@@ -106,6 +106,29 @@ public enum TransportConformance {
         /// The response head one byte every 50 ms, with a 1 s timeout: ``Conveyor/NetworkError/timedOut``
         /// within the timeout plus ``Options/promptness``, and the connection closed.
         case headerTrickle
+        /// A download (``Conveyor/NetworkClient/download(_:to:maxSize:)`` on this transport, with
+        /// retries) breaks halfway; the server answers the resume's `Range` with a `206` of another
+        /// version (a new `ETag`: it ignores `If-Range`). The file must be the new version whole, or
+        /// absent with an error: never half of each.
+        case resumeWithChangedValidator
+        /// As ``resumeWithChangedValidator``, answered by a `206` whose `Content-Range` covers ten
+        /// bytes of the rest: the file must be whole or absent, never truncated.
+        case resumeWithPartialContent
+        /// As ``resumeWithChangedValidator``, answered by a `200` with the whole body: the file must
+        /// be that body once, not appended to the partial one.
+        case resumeRangeIgnored
+        /// A streamed body (``Conveyor/NetworkClient/stream(_:)``) left after its first chunk while the
+        /// response is still held: the behaviors' ending hook runs with ``Conveyor/NetworkError/cancelled``
+        /// and the server sees the connection closed, each within ``Options/promptness``. A transport
+        /// that is not a ``Conveyor/StreamingHTTPTransport`` passes with a note: the client holds its
+        /// bodies whole, so there is nothing to leave.
+        case earlyStreamExit
+        /// 64 MiB down to a file with a `maxResponseSize` of 1 MiB, and 64 MiB up from a one-shot
+        /// stream, arrive whole: the transport streams both ways. Run in a child process
+        /// (``runInChildProcess(_:executable:arguments:options:)``) on Linux, the process's peak
+        /// resident memory may grow by at most 32 MiB for each. A transport that is not a
+        /// ``Conveyor/StreamingHTTPTransport`` passes with a note.
+        case streamedTransfers
 
         /// The check's name, for example `crossOriginRedirect`.
         public var description: String { rawValue }
@@ -122,6 +145,9 @@ public enum TransportConformance {
         public var promptness: Duration
         /// Checks the transport under test is known to fail, with why.
         public var knownIssues: [Check: KnownIssue]
+        /// Whether the check runs in a process of its own, where the process's memory is the
+        /// check's: set by ``runChildProcess(on:arguments:)``.
+        var measuresMemory = false
 
         /// Creates options.
         /// - Parameters:

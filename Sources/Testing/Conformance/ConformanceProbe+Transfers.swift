@@ -1,0 +1,277 @@
+import Conveyor
+import ConveyorPipeline
+import Foundation
+
+/// The transfer checks: a resumed download is whole or absent, an abandoned stream ends, and
+/// bodies stream both ways. They go through a ``Conveyor/NetworkClient`` on the transport under
+/// test, since resuming and streaming are the client's, on the transport's responses.
+extension ConformanceProbe {
+    /// A client on the transport: retries (backoff on a clock that does not wait), and `behaviors`.
+    private func client(maxResponseSize: Int? = NetworkClient.Configuration.defaultMaxResponseSize, _ behaviors: [any RequestBehavior] = [])
+        -> NetworkClient
+    {
+        let all: [any RequestBehavior] = [RetryBehavior(.exponentialBackoff(maxAttempts: 4, jitter: .none))] + behaviors
+        return NetworkClient(
+            baseURL: server.url("/"), transport: transport,
+            configuration: .init(clock: ImmediateClock(), maxResponseSize: maxResponseSize)
+        ) { all }
+    }
+
+    private static func scratchFile(_ name: String) -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("conveyor-conformance-\(UUID().uuidString)-\(name)")
+    }
+
+    /// The first offset where `file` differs from `expected(offset, count)`, its size when it is
+    /// shorter or longer than `size`, or `nil` when it holds exactly those bytes.
+    private static func mismatch(in file: URL, size: Int, expected: (Int, Int) -> Data) -> String? {
+        guard let handle = try? FileHandle(forReadingFrom: file) else { return "the file cannot be read" }
+        defer { try? handle.close() }
+        var offset = 0
+        while true {
+            guard let piece = try? handle.read(upToCount: 1 << 20), !piece.isEmpty else { break }
+            guard offset + piece.count <= size else { return "the file is longer than \(size) bytes" }
+            if piece != expected(offset, piece.count) {
+                let at = zip(piece, expected(offset, piece.count)).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? 0
+                return "byte \(offset + at) is not the expected version's"
+            }
+            offset += piece.count
+        }
+        return offset == size ? nil : "the file has \(offset) of \(size) bytes"
+    }
+
+    /// `/resumable` in `mode`: the file must be the version the server holds now, whole, or absent
+    /// with an error.
+    func resume(mode: String, expectedVersion: Int, what: String) async throws(ConformanceFailure) -> String? {
+        let size = 3 << 20
+        let file = Self.scratchFile("resumed.bin")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let client = client()
+        let request = Request<Data>(path: "/resumable", query: ["bytes": size, "mode": mode])
+        let ended = await Self.bounded(Self.hangLimit) { try await client.download(request, to: file) }
+        let ranged = server.events.contains {
+            $0.kind == .requestReceived && $0.path == "/resumable" && $0.request?.headers["Range"] != nil
+        }
+        let note = ranged ? "the retry asked for the rest with Range" : "the retry started over without Range"
+        switch ended {
+        case nil:
+            throw ConformanceFailure("\(what): the download did not end within \(Self.hangLimit) (a hang)")
+        case .success:
+            if let problem = Self.mismatch(in: file, size: size, expected: { offset, count in
+                ConformancePattern.resumable(version: expectedVersion, from: offset, count: count)
+            }) {
+                throw ConformanceFailure(
+                    "\(what): the download succeeded, but \(problem): the file is not version \(expectedVersion) whole "
+                        + "(\(note))")
+            }
+            return "whole version \(expectedVersion); \(note)"
+        case .failure(let error):
+            guard !FileManager.default.fileExists(atPath: file.path) else {
+                throw ConformanceFailure("\(what): the download failed (\(error)), but left a file at the destination")
+            }
+            return "failed with \(ConformanceResult.name(NetworkError(transportError: error))), no file; \(note)"
+        }
+    }
+
+    /// Leaving the loop over a streamed body after its first chunk, the response still held.
+    func earlyStreamExit() async throws(ConformanceFailure) -> String? {
+        guard transport is any StreamingHTTPTransport else {
+            return "not a StreamingHTTPTransport: the client holds its bodies whole, so there is no transfer to leave"
+        }
+        let endings = Endings()
+        let client = client([EndingReporter(endings: endings)])
+        let kept = Kept()
+        let what = "GET /bytes (1 GiB) through NetworkClient.stream, left after the first chunk"
+        let read = await Self.bounded(Self.hangLimit) { () async throws -> Int in
+            let streamed = try await client.stream(Request<Data>(path: "/bytes", query: ["count": 1 << 30]))
+            kept.keep(streamed)  // the app still holds the response
+            for try await chunk in streamed.body { return chunk.count }
+            return 0
+        }
+        defer { kept.release() }
+        guard case .success(let bytes)? = read, bytes > 0 else {
+            throw ConformanceFailure("\(what): no first chunk (\(read.map { "\($0)" } ?? "a hang"))")
+        }
+        guard let ending = await endings.first(within: options.promptness) else {
+            throw ConformanceFailure("\(what): the behaviors' ending hook did not run within \(options.promptness)")
+        }
+        guard ending == "cancelled" else {
+            throw ConformanceFailure("\(what): the ending hook ran with .\(ending), not .cancelled")
+        }
+        guard let connection = server.events.first(where: { $0.path == "/bytes" })?.connection else {
+            throw ConformanceFailure("\(what): the server never received it")
+        }
+        try await expectClosed(connection: connection, after: "\(what): the ending hook ran with .cancelled")
+        return nil
+    }
+
+    /// 64 MiB down to a file under a 1 MiB in-memory limit, and 64 MiB up from a one-shot stream.
+    func streamedTransfers() async throws(ConformanceFailure) -> String? {
+        guard transport is any StreamingHTTPTransport else {
+            return "not a StreamingHTTPTransport: the client holds its bodies whole, by design"
+        }
+        let size = 64 << 20
+        let measures = options.measuresMemory && ResidentMemory.isAvailable
+        var notes: [String] = []
+
+        let file = Self.scratchFile("streamed.bin")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let downloader = client(maxResponseSize: 1 << 20)
+        let down = "a 64 MiB download to a file with maxResponseSize of 1 MiB"
+        let before = measures ? ResidentMemory.resetPeak() : nil
+        let downloaded = await Self.bounded(Self.hangLimit) {
+            try await downloader.download(Request<Data>(path: "/bytes", query: ["count": size]), to: file)
+        }
+        let downGrowth = before.flatMap { ResidentMemory.growth(since: $0) }
+        switch downloaded {
+        case nil: throw ConformanceFailure("\(down) did not end within \(Self.hangLimit) (a hang)")
+        case .failure(let error):
+            throw ConformanceFailure(
+                "\(down) failed with \(ConformanceResult.name(NetworkError(transportError: error))): the body was not "
+                    + "handed to the transfer as it arrived")
+        case .success:
+            if let problem = Self.mismatch(in: file, size: size, expected: ConformancePattern.slice) {
+                throw ConformanceFailure("\(down): \(problem)")
+            }
+        }
+        try? FileManager.default.removeItem(at: file)
+
+        let up = "a 64 MiB upload from a one-shot stream"
+        let chunks = AsyncStream<Data> { continuation in
+            var offset = 0
+            while offset < size {
+                continuation.yield(ConformancePattern.slice(from: offset, count: 256 << 10))
+                offset += 256 << 10
+            }
+            continuation.finish()
+        }
+        // The stream makes its chunks up front; they are one-shot, the transport reads them once.
+        let uploader = client()
+        let beforeUpload = measures ? ResidentMemory.resetPeak() : nil
+        let uploaded = await Self.bounded(Self.hangLimit) {
+            try await uploader.send(
+                Request<String>(method: .post, path: "/upload", body: .stream(chunks, length: Int64(size))))
+        }
+        let upGrowth = beforeUpload.flatMap { ResidentMemory.growth(since: $0) }
+        switch uploaded {
+        case nil: throw ConformanceFailure("\(up) did not end within \(Self.hangLimit) (a hang)")
+        case .failure(let error):
+            throw ConformanceFailure("\(up) failed with \(ConformanceResult.name(NetworkError(transportError: error)))")
+        case .success(let answer):
+            guard answer == "bytes=\(size) intact=1" else {
+                throw ConformanceFailure("\(up): the server received \(answer)")
+            }
+        }
+
+        if let downGrowth, let upGrowth {
+            let bound = 32 << 20
+            for (name, growth) in [("download", downGrowth), ("upload", upGrowth)] where growth > bound {
+                throw ConformanceFailure(
+                    "the 64 MiB \(name) grew the process's peak resident memory by \(growth >> 20) MiB (bound: 32 MiB): "
+                        + "the body was held in memory")
+            }
+            notes.append("peak resident growth: download \(downGrowth >> 20) MiB, upload \(upGrowth >> 20) MiB")
+        } else {
+            notes.append("memory not measured (measured in a child process on Linux: runInChildProcess)")
+        }
+        return notes.joined(separator: "; ")
+    }
+
+    /// `work`'s result, or `nil` when it has not ended within `limit` (it is then left to finish).
+    static func bounded<T: Sendable>(_ limit: Duration, _ work: @escaping @Sendable () async throws -> T) async
+        -> Result<T, any Error>?
+    {
+        let first = FirstOf<Result<T, any Error>?>()
+        let task = Task {
+            do { first.offer(.success(try await work())) } catch { first.offer(.failure(error)) }
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + limit.conformanceSeconds) { first.offer(nil) }
+        let result = await first.value()
+        if result == nil { task.cancel() }
+        return result
+    }
+}
+
+/// The first of several offered values, handed to one waiter.
+final class FirstOf<Value: Sendable>: Sendable {
+    private let state = Locked<(offered: Bool, value: Value?, waiter: CheckedContinuation<Value, Never>?)>((false, nil, nil))
+
+    func offer(_ value: Value) {
+        let waiter = state.withLock { state -> CheckedContinuation<Value, Never>? in
+            guard !state.offered else { return nil }
+            state.offered = true
+            state.value = value
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func value() async -> Value {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> (Bool, Value?) in
+                if state.offered { return (true, state.value) }
+                state.waiter = continuation
+                return (false, nil)
+            }
+            if ready.0, let value = ready.1 { continuation.resume(returning: value) }
+        }
+    }
+}
+
+/// The names of the ending hooks that ran (`success` or the error's name), in order.
+final class Endings: Sendable {
+    private let first = FirstOf<String>()
+    func record(_ name: String) { first.offer(name) }
+    /// The first ending, or `nil` when none came within `limit`.
+    func first(within limit: Duration) async -> String? {
+        let bounded = FirstOf<String?>()
+        Task { bounded.offer(await first.value()) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + limit.conformanceSeconds) { bounded.offer(nil) }
+        return await bounded.value()
+    }
+}
+
+/// Reports each request's ending to ``Endings``.
+struct EndingReporter: SuccessObserving, FailureObserving {
+    let endings: Endings
+    func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { endings.record("success") }
+    func afterFailure(_ error: NetworkError, context: RequestContext) async { endings.record(error.name) }
+}
+
+/// Holds a value, as an app holds a response it no longer reads.
+final class Kept: Sendable {
+    private let value = Locked<(any Sendable)?>(nil)
+    func keep(_ kept: any Sendable) { value.withLock { $0 = kept } }
+    func release() { value.withLock { $0 = nil } }
+}
+
+/// The process's resident memory (Linux: `/proc/self/status`).
+enum ResidentMemory {
+    static var isAvailable: Bool {
+        #if os(Linux)
+            FileManager.default.isWritableFile(atPath: "/proc/self/clear_refs")
+        #else
+            false
+        #endif
+    }
+
+    /// Resets the peak to the current resident size; returns that size in bytes.
+    static func resetPeak() -> Int? {
+        guard let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") else { return nil }
+        try? handle.write(contentsOf: Data("5".utf8))
+        try? handle.close()
+        return field("VmRSS")
+    }
+
+    /// The peak since the last reset, less `before`.
+    static func growth(since before: Int) -> Int? { field("VmHWM").map { max(0, $0 - before) } }
+
+    private static func field(_ name: String) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix(name + ":") {
+            let kilobytes = line.split(separator: " ").dropFirst().first.flatMap { Int($0) }
+            return kilobytes.map { $0 * 1024 }
+        }
+        return nil
+    }
+}
