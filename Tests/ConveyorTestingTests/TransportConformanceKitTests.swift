@@ -212,3 +212,32 @@ final class RefusingRedirects: NSObject, URLSessionTaskDelegate, Sendable {
         completionHandler(nil)
     }
 }
+
+/// Says it streams, but ignores the transfer and collects every body itself (under the request's
+/// in-memory limit): what `streamedTransfers` must catch.
+struct BufferingStreamingTransport: StreamingHTTPTransport {
+    let inner: URLSessionTransport
+    func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
+        try await inner.send(request)
+    }
+}
+
+extension TransportConformanceKitTests {
+    @Test func aTransportThatClaimsToStreamButCollectsBodiesFails() async {
+        await MemoryGate.shared.acquire()
+        let outcome = await TransportConformance.run(
+            .streamedTransfers, on: BufferingStreamingTransport(inner: Self.healthy))
+        await MemoryGate.shared.release()
+        #expect(
+            failure(outcome)?.contains("the body was not handed to the transfer as it arrived") == true, "\(outcome)")
+    }
+
+    @Test func aStreamingTransportStreamsBothWaysInTheKit() async {
+        await MemoryGate.shared.acquire()
+        let outcome = await TransportConformance.run(.streamedTransfers, on: Self.healthy)
+        await MemoryGate.shared.release()
+        #expect(outcome.status == .passed, "\(outcome)")
+        // In this process the memory is not the check's to measure: it says so.
+        #expect(outcome.detail?.contains("memory not measured") == true, "\(outcome)")
+    }
+}
