@@ -31,12 +31,16 @@ import NIOPosix
 ///   otherwise. 301 and 302 turn a `POST` into a `GET`, 303 turns every method but `HEAD` into a
 ///   `GET` (the body is dropped), 307 and 308 keep the method and the body (the fetch standard,
 ///   as `URLSession` does).
+/// - **Streaming:** a ``StreamingHTTPTransport``. A ``HTTPRequest/bodyStream`` is read as it is
+///   sent; a response body a download or stream takes is handed over part by part, and
+///   AsyncHTTPClient reads no further until each part was taken.
 /// - **Timeouts:** the request's ``HTTPRequest/timeout`` (or `defaultTimeout`) is one deadline
-///   for the whole attempt: connecting, redirects and the body. ``NetworkClient`` enforces the
-///   timeout on its own clock as well.
+///   for the whole attempt: connecting, redirects, the head and the whole body, enforced by
+///   AsyncHTTPClient's delegate API with no task of the transport's. ``NetworkClient`` enforces
+///   the timeout on its own clock as well.
 /// - **Cancellation** ends the call promptly with ``NetworkError/cancelled`` and closes the
 ///   request's connection (``honorsCancellation`` is `true`).
-/// - **Size:** the body is collected as it arrives and the transfer stops as soon as it passes
+/// - **Size:** a body the transport collects stops as soon as it passes
 ///   ``HTTPRequest/maxResponseSize``: ``NetworkError/responseTooLarge(limit:)``.
 /// - **Errors** are thrown as ``NetworkError`` already: timeouts as ``NetworkError/timedOut``,
 ///   refused or lost connections as ``NetworkError/connectionFailed(_:)``, a response that is not
