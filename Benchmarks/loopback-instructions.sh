@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 n=${1:-300}
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(raw-ahc ahc-plain ahc raw-urlsession urlsession-plain urlsession)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(raw-ahc raw-ahc-delegate ahc-plain ahc raw-urlsession urlsession-plain urlsession)
 
 swift build --package-path Benchmarks -c release --product loopback-instruction-count >&2
 out=$(mktemp -d)
