@@ -96,7 +96,7 @@ struct ConformanceProbe {
     /// The task's result, or ``ConformanceResult/stillRunning`` once `limit` has passed (the task
     /// is then left to finish on its own: stopping the server ends its connection).
     static func result(of task: Task<HTTPResponse, any Error>, within limit: Duration) async -> ConformanceResult {
-        let first = FirstResult()
+        let first = FirstOf<ConformanceResult>()
         Task {
             switch await task.result {
             case .success(let response): first.offer(.response(response))
@@ -151,32 +151,5 @@ struct ConformanceProbe {
     func redirect(_ status: Int, to location: String) -> String {
         let encoded = location.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? location
         return "/redirect?status=\(status)&to=\(encoded)"
-    }
-}
-
-/// The first of several offered values, handed to one waiter.
-private final class FirstResult: Sendable {
-    private let state = Locked<(value: ConformanceResult?, waiter: CheckedContinuation<ConformanceResult, Never>?)>(
-        (nil, nil))
-
-    func offer(_ value: ConformanceResult) {
-        let waiter = state.withLock { state -> CheckedContinuation<ConformanceResult, Never>? in
-            guard state.value == nil else { return nil }
-            state.value = value
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: value)
-    }
-
-    func value() async -> ConformanceResult {
-        await withCheckedContinuation { continuation in
-            let ready = state.withLock { state -> ConformanceResult? in
-                if let value = state.value { return value }
-                state.waiter = continuation
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
-        }
     }
 }
