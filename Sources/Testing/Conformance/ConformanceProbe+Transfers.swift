@@ -171,7 +171,8 @@ extension ConformanceProbe {
             }
             notes.append("peak resident growth: download \(downGrowth >> 20) MiB, upload \(upGrowth >> 20) MiB")
         } else {
-            notes.append("memory not measured (measured in a child process on Linux: runInChildProcess)")
+            notes.append(
+                "memory not measured (it is in a child process on Linux, runInChildProcess, without a sanitizer)")
         }
         return notes.joined(separator: "; ")
     }
@@ -247,13 +248,24 @@ final class Kept: Sendable {
 
 /// The process's resident memory (Linux: `/proc/self/status`).
 enum ResidentMemory {
+    /// Whether this process's memory can be measured: on Linux, and not under a sanitizer, whose
+    /// shadow memory grows with every allocation (the thread sanitizer's roughly quadruples it).
     static var isAvailable: Bool {
         #if os(Linux)
-            FileManager.default.isWritableFile(atPath: "/proc/self/clear_refs")
+            FileManager.default.isWritableFile(atPath: "/proc/self/clear_refs") && !underSanitizer
         #else
             false
         #endif
     }
+
+    /// Whether the thread or address sanitizer's runtime is in this process.
+    static let underSanitizer: Bool = {
+        #if canImport(Glibc)
+            dlsym(nil, "__tsan_init") != nil || dlsym(nil, "__asan_init") != nil
+        #else
+            false
+        #endif
+    }()
 
     /// Resets the peak to the current resident size; returns that size in bytes.
     static func resetPeak() -> Int? {
