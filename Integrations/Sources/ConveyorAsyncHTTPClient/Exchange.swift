@@ -120,16 +120,22 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
         if first { post(.end(result)) }
     }
 
-    private func post(_ event: Event) {
-        let waiter = state.withLockedValue { state -> CheckedContinuation<Event, Never>? in
+    /// Hands `event` to the waiting caller, or queues it. With `unlessEnded`, an event that comes
+    /// after the ending is refused (checked with the queueing, so a part is either read before the
+    /// ending or refused): returns whether it was taken.
+    @discardableResult
+    private func post(_ event: Event, unlessEnded: Bool = false) -> Bool {
+        let (taken, waiter) = state.withLockedValue { state -> (Bool, CheckedContinuation<Event, Never>?) in
+            if unlessEnded, state.ended { return (false, nil) }
             if let waiter = state.waiter {
                 state.waiter = nil
-                return waiter
+                return (true, waiter)
             }
             state.events.append(event)
-            return nil
+            return (true, nil)
         }
         waiter?.resume(returning: event)
+        return taken
     }
 
     private func next() async -> Event {
@@ -236,21 +242,7 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
             return task.eventLoop.makeSucceededVoidFuture()
         case .hand(let chunk):
             let promise = task.eventLoop.makePromise(of: Void.self)
-            // Queued with the check, so a part is either read before the ending or refused.
-            let waiter = state.withLockedValue { state -> (CheckedContinuation<Event, Never>?, Bool) in
-                guard !state.ended else { return (nil, false) }
-                if let waiter = state.waiter {
-                    state.waiter = nil
-                    return (waiter, true)
-                }
-                state.events.append(.chunk(chunk, promise))
-                return (nil, true)
-            }
-            guard waiter.1 else {
-                promise.fail(CancellationError())
-                return promise.futureResult
-            }
-            waiter.0?.resume(returning: .chunk(chunk, promise))
+            if !post(.chunk(chunk, promise), unlessEnded: true) { promise.fail(CancellationError()) }
             return promise.futureResult
         }
     }
