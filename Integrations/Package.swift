@@ -30,17 +30,25 @@ let package = Package(
         .target(
             name: "ConveyorAsyncHTTPClient",
             dependencies: [
+                "ConveyorLogging",
                 .product(name: "Conveyor", package: "Conveyor"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strictSettings),
+        // OpenTelemetry's HTTP client conventions, shared by the three below (not a product).
+        .target(
+            name: "ConveyorConventions",
+            dependencies: [.product(name: "Conveyor", package: "Conveyor")],
+            swiftSettings: strictSettings),
         .target(
             name: "ConveyorLogging",
             dependencies: [
+                "ConveyorConventions",
                 .product(name: "Conveyor", package: "Conveyor"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -48,6 +56,7 @@ let package = Package(
         .target(
             name: "ConveyorMetrics",
             dependencies: [
+                "ConveyorConventions",
                 .product(name: "Conveyor", package: "Conveyor"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
@@ -55,6 +64,7 @@ let package = Package(
         .target(
             name: "ConveyorTracing",
             dependencies: [
+                "ConveyorConventions",
                 .product(name: "Conveyor", package: "Conveyor"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],

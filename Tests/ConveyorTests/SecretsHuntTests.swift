@@ -64,7 +64,13 @@ struct ContextSpy: SuccessObserving, FailureObserving {
 struct CollectingSink: LogSink {
     let lines = Locked<[String]>([])
     var isEnabled: Bool { true }
-    func write(_ entry: LogEntry) { lines.withLock { $0.append(entry.message) } }
+    /// The line and every metadata value: a structured sink renders both.
+    func write(_ entry: LogEntry) {
+        lines.withLock { lines in
+            lines.append(entry.message)
+            lines += entry.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        }
+    }
 }
 
 struct Strict: Decodable { var id: Int }

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 counters = {}
 counters_lock = threading.Lock()
+seen = {}  # /flaky/<name>: the traceparent fields each attempt carried
 
 
 def bump(name, reset=False):
@@ -238,6 +239,12 @@ class Handler(BaseHTTPRequestHandler):
                 bump("flaky/" + parts[1], reset=True)
                 self.send(200, {"reset": parts[1]})
                 return
+            if len(parts) == 3 and parts[2] == "seen":  # the trace headers each attempt carried
+                with counters_lock:
+                    self.send(200, {"traceparent": seen.get(parts[1], [])})
+                return
+            with counters_lock:  # every traceparent field of each attempt, duplicates included
+                seen.setdefault(parts[1], []).append(self.headers.get_all("traceparent") or [])
             attempt = bump("flaky/" + parts[1])
             extra = [("Retry-After", arg("retryAfter"))] if arg("retryAfter") is not None else []
             if attempt <= int(arg("failures", "1")):

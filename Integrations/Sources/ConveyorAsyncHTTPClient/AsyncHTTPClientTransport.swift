@@ -1,9 +1,11 @@
 public import AsyncHTTPClient
 public import Conveyor
+import ConveyorLogging
 import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Tracing
 
 /// An ``HTTPTransport`` on AsyncHTTPClient (SwiftNIO): a connection pool, HTTP/2 over TLS, and
 /// no FoundationNetworking, for server-side Swift on Linux.
@@ -68,8 +70,10 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
     ///   - maximumRedirects: How many redirects one request may follow; `0` follows none.
     ///   - defaultTimeout: The deadline of an attempt whose request sets no timeout (60 s, as
     ///     `URLSession`'s default).
-    /// - Throws: ``SetupError`` when the client follows redirects itself: it would forward
-    ///   credential headers to other origins and bypass ``maximumRedirects``.
+    /// - Throws: ``SetupError`` when the client follows redirects itself (it would forward
+    ///   credential headers to other origins and bypass ``maximumRedirects``), or when it has a
+    ///   tracer of its own that records (see ``configuration(_:)``; a `NoOpTracer`, what
+    ///   AsyncHTTPClient picks when no tracer was bootstrapped, is accepted).
     public init(client: HTTPClient, maximumRedirects: Int = 10, defaultTimeout: Duration = .seconds(60))
         throws(SetupError)
     {
@@ -78,6 +82,13 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
                 description: "This HTTPClient follows redirects itself, so Conveyor could not strip credentials on "
                     + "cross-origin redirects or cap the chain. Create it with "
                     + "`configuration: AsyncHTTPClientTransport.configuration()` or `redirectConfiguration: .disallow`.")
+        }
+        guard client.tracer == nil || client.tracer is NoOpTracer else {
+            throw SetupError(
+                description: "This HTTPClient has a tracer of its own (`tracing.tracer`): for the requests Conveyor "
+                    + "sends, AsyncHTTPClient would start a span with no parent, a second trace beside the one "
+                    + "TracingBehavior makes. Create it with `configuration: AsyncHTTPClientTransport.configuration()` "
+                    + "or `tracing.tracer = nil`, and trace with ConveyorTracing's TracingBehavior.")
         }
         self.client = client
         self.maximumRedirects = max(0, maximumRedirects)
@@ -90,11 +101,15 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
     ///   (`connectionPool.retryConnectionEstablishment = false`): with AsyncHTTPClient's default,
     ///   a refused connection takes the whole connect timeout (10 s) to fail. Retrying is
     ///   `RetryBehavior`'s job in Conveyor, where it is visible, bounded and backed off.
-    /// - no span of AsyncHTTPClient's own (`tracing.tracer = nil`): ConveyorTracing's
-    ///   `TracingBehavior` makes the request's client span, with the attempts and retries in it.
-    ///   AsyncHTTPClient would start a second client span for the same request (a second trace
-    ///   when nothing links the two), and it costs about 30,000 instructions per request even when
-    ///   no tracer is bootstrapped. Set `tracing.tracer` on the result to have its spans anyway.
+    /// - no span of AsyncHTTPClient's own (`tracing.tracer = nil`), which is required:
+    ///   ConveyorTracing's `TracingBehavior` makes a client span per attempt, a child of the
+    ///   request's span, and puts its context on the wire. The streaming (delegate) API this
+    ///   transport uses starts AsyncHTTPClient's span on an event loop, where the caller's
+    ///   `ServiceContext` is not current: it would be a root span, the same HTTP request traced
+    ///   twice in two traces. (It also cost about 30,000 instructions per request with no tracer
+    ///   bootstrapped.)
+    /// - Logging: AsyncHTTPClient logs to the `Logger` ConveyorLogging's `RequestLoggerBehavior`
+    ///   hands down (with the request's id and attempt as metadata), or to none.
     /// - Parameter base: Your configuration (TLS, proxy, pool size, decompression…).
     /// - Returns: `base` with those settings.
     public static func configuration(_ base: HTTPClient.Configuration = .init()) -> HTTPClient.Configuration {
@@ -145,6 +160,7 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
         // body's last byte (connecting, redirects, the head and the body), with no task of ours.
         let deadline = NIODeadline.now() + (request.timeout ?? defaultTimeout).clampedToTimeAmount
         let policy = redirectPolicy
+        let logger = RequestLogger.current
         var current = request
         var redirects = 0
         do {
@@ -153,7 +169,7 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
                     sent: current, asked: request, policy: policy, redirectsSoFar: redirects, transfer: transfer)
                 let task = client.execute(
                     request: try Self.clientRequest(for: current), delegate: exchange, eventLoop: .indifferent,
-                    deadline: deadline, logger: nil)
+                    deadline: deadline, logger: logger)
                 exchange.watch(task)
                 let ending = try await withTaskCancellationHandler {
                     try await exchange.run()

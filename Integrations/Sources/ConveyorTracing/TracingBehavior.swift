@@ -1,32 +1,44 @@
 public import Conveyor
+import ConveyorConventions
 import Foundation
 public import Tracing
 
-/// Starts a client span for every logical request and propagates its context in the request's
-/// headers, with swift-distributed-tracing.
+/// Traces every request by OpenTelemetry's HTTP client conventions, with
+/// swift-distributed-tracing: a client span per attempt, under one span for the logical request,
+/// and the attempt's context in its headers.
 ///
 /// ```swift
 /// import ConveyorTracing
 ///
 /// let client = NetworkClient(baseURL: api) {
+///     RetryBehavior()
 ///     TracingBehavior()      // InstrumentationSystem's tracer, bootstrapped by your app
 /// }
 /// ```
 ///
-/// - **Span:** one per logical request, named after the method (`GET`), of kind `.client`, a
-///   child of the caller's `ServiceContext.current`. It starts when the first attempt is prepared
-///   and ends with the outcome the caller sees, so it spans retries and backoff waits.
-/// - **Attributes** (OpenTelemetry's HTTP client conventions): `http.request.method`,
-///   `server.address`, `server.port`, `url.full` (without user info, query or fragment, which may
-///   carry secrets), `http.response.status_code`, `http.request.resend_count` when an attempt
-///   was retried, `error.type` on failure (the status code for a response with an error status, as OpenTelemetry asks, else the ``NetworkError`` kind's name). A failure also records the
-///   error (its description has no secret) and sets the span's status to error.
-/// - **Propagation:** every attempt carries the span's context in its headers, written by the
-///   tracer's `inject` (swift-otel writes W3C `traceparent` and `tracestate`). A header a
-///   behavior or the request set under the same name is replaced.
-/// - A first attempt that never goes out (a later behavior throws while preparing it) still
-///   ends its span, with the error `notSent`.
-public struct TracingBehavior: RequestModifying, SuccessObserving, FailureObserving {
+/// - **Spans:** the logical request gets a span of kind `.internal` (a child of the caller's
+///   `ServiceContext.current`) from the moment its first attempt is ready until the outcome the
+///   caller sees, so it spans retries and backoff waits. Each attempt that reaches this behavior
+///   gets a span of kind `.client`, a child of the request's span, from the moment it leaves the
+///   behavior until its response or error comes back: a 503 answered, waited for and resent is
+///   one request span over two client spans. Spans are named after the method (`GET`), or
+///   `HTTP` for a method the conventions do not know.
+/// - **Attributes** (on both kinds): `http.request.method` (`_OTHER` for a method outside
+///   RFC 9110's and `PATCH`, with `http.request.method_original`), `server.address`,
+///   `server.port`, `url.full` (without user info, query or fragment, which may carry secrets),
+///   `http.response.status_code`; on a client span, `http.request.resend_count` from the second
+///   attempt on. **`error.type`** is the status code for a response with a status of 400 or
+///   more, else the ``NetworkError`` kind's name (`timedOut`, `connectionFailed`…); such a span
+///   has the error status, and records the error (its description has no secret).
+/// - **Propagation:** every attempt carries *its* client span's context in its headers,
+///   written by the tracer's `inject` (swift-otel writes W3C `traceparent` and `tracestate`),
+///   replacing a header of the same name; and the transport runs with that context as
+///   `ServiceContext.current`, so a span started below is its child.
+/// - **Where:** the client span measures what happens inside the behavior: put it after
+///   `CacheBehavior` and `DeduplicationBehavior` to have client spans only for what goes to the
+///   network, before them to see every answer. `RetryBehavior` may sit anywhere: retries are
+///   attempts.
+public struct TracingBehavior: SendObserving, AttemptIntercepting, SuccessObserving, FailureObserving {
     /// The name used by opt-out and in errors.
     public let name: String
     /// The tracer, or `nil` for `InstrumentationSystem.tracer`, read per request so that a
@@ -42,52 +54,89 @@ public struct TracingBehavior: RequestModifying, SuccessObserving, FailureObserv
         self.name = name ?? "TracingBehavior"
     }
 
-    enum SpanKey: RequestContextKey {
-        static let defaultValue: RequestSpan? = nil
+    /// The logical request's span.
+    enum RequestSpanKey: RequestContextKey {
+        static let defaultValue: (any Span)? = nil
     }
 
-    /// Starts the span on the first attempt and injects its context into every attempt.
-    public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
+    /// Starts the logical request's span, once the first attempt is ready.
+    public func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
         let tracer = tracer ?? InstrumentationSystem.tracer
-        let span = context.update(SpanKey.self) { stored -> RequestSpan in
-            if let stored { return stored }
-            let started = RequestSpan(tracer.startSpan(
-                request.method.rawValue, context: ServiceContext.current ?? .topLevel, ofKind: .client))
-            stored = started
-            return started
-        }
-        if context.attempt == 1 {
-            span.setAttributes(Self.attributes(of: request))
-        } else {
-            span.setAttributes(["http.request.resend_count": .int64(Int64(context.attempt - 1))])
-        }
-        tracer.inject(span.context, into: &request.headers, using: HeadersInjector())
+        let span = tracer.startSpan(
+            HTTPClientConventions.spanName(request.method), context: ServiceContext.current ?? .topLevel,
+            ofKind: .internal)
+        span.updateAttributes { Self.describe(request, into: &$0) }
+        context[RequestSpanKey.self] = span
     }
 
-    /// Ends the span with the response's status.
+    /// Runs the attempt in a client span of its own, its context in the request's headers.
+    public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext)
+        async throws -> HTTPResponse
+    {
+        let tracer = tracer ?? InstrumentationSystem.tracer
+        let parent = context[RequestSpanKey.self]?.context ?? ServiceContext.current ?? .topLevel
+        let span = tracer.startSpan(HTTPClientConventions.spanName(request.method), context: parent, ofKind: .client)
+        let attempt = context.attempt
+        span.updateAttributes { attributes in
+            Self.describe(request, into: &attributes)
+            if attempt > 1 { attributes["http.request.resend_count"] = attempt - 1 }
+        }
+        var sent = request
+        tracer.inject(span.context, into: &sent.headers, using: HeadersInjector())
+        let outgoing = sent
+        let outcome: Result<HTTPResponse, NetworkError> = await ServiceContext.withValue(span.context) {
+            do throws(NetworkError) { return .success(try await next(outgoing)) } catch { return .failure(error) }
+        }
+        switch outcome {
+        case .success(let response):
+            Self.end(span, status: response.status, error: nil)
+            return response
+        case .failure(let error):
+            Self.end(span, status: error.status, error: error)
+            throw error
+        }
+    }
+
+    /// Ends the request's span with the response's status.
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
-        context[SpanKey.self]?.end(status: response.status, error: nil)
+        guard let span = context[RequestSpanKey.self] else { return }
+        Self.end(span, status: response.status, error: nil)
     }
 
-    /// Ends the span with the error.
+    /// Ends the request's span with the error.
     public func afterFailure(_ error: NetworkError, context: RequestContext) async {
-        context[SpanKey.self]?.end(status: error.status, error: error)
+        guard let span = context[RequestSpanKey.self] else { return }
+        Self.end(span, status: error.status, error: error)
+    }
+
+    /// Sets `span`'s outcome by the conventions and ends it.
+    static func end(_ span: any Span, status: Int?, error: NetworkError?) {
+        if let status { span.attributes["http.response.status_code"] = status }
+        if let type = HTTPClientConventions.errorType(status: status, error: error) {
+            span.attributes["error.type"] = type
+            if let error { span.recordError(error) }
+            span.setStatus(SpanStatus(code: .error))
+        }
+        span.end()
     }
 
     /// The request's attributes, without secrets.
-    static func attributes(of request: HTTPRequest) -> SpanAttributes {
-        var attributes: SpanAttributes = ["http.request.method": .string(request.method.rawValue)]
+    static func describe(_ request: HTTPRequest, into attributes: inout SpanAttributes) {
+        let method = HTTPClientConventions.method(request.method)
+        attributes["http.request.method"] = method.name
+        if let original = method.original { attributes["http.request.method_original"] = original }
+        if let server = HTTPClientConventions.server(of: Origin(request.url)) {
+            attributes["server.address"] = server.address
+            attributes["server.port"] = server.port
+        }
         if let components = URLComponents(url: request.url, resolvingAgainstBaseURL: true) {
-            if let host = components.host { attributes["server.address"] = SpanAttribute.string(host) }
-            if let origin = Origin(request.url) { attributes["server.port"] = SpanAttribute.int64(Int64(origin.port)) }
             var safe = URLComponents()
             safe.scheme = components.scheme
             safe.host = components.host
             safe.port = components.port
             safe.percentEncodedPath = components.percentEncodedPath
-            if let full = safe.string { attributes["url.full"] = SpanAttribute.string(full) }
+            if let full = safe.string { attributes["url.full"] = full }
         }
-        return attributes
     }
 }
 
@@ -95,48 +144,5 @@ public struct TracingBehavior: RequestModifying, SuccessObserving, FailureObserv
 struct HeadersInjector: Injector {
     func inject(_ value: String, forKey key: String, into headers: inout HTTPHeaders) {
         headers[key] = value
-    }
-}
-
-/// A request's span: ended exactly once, by the outcome or, if the request was never sent, when
-/// the request's context goes away.
-final class RequestSpan: Sendable {
-    private let span: any Span
-    private let ended = NSLock()
-    // `nonisolated(unsafe)`: only read and written under `ended`.
-    nonisolated(unsafe) private var isEnded = false
-
-    init(_ span: any Span) { self.span = span }
-
-    var context: ServiceContext { span.context }
-
-    func setAttributes(_ attributes: SpanAttributes) {
-        attributes.forEach { name, value in span.attributes[name] = value }
-    }
-
-    func end(status: Int?, error: NetworkError?) {
-        guard markEnded() else { return }
-        if let status { span.attributes["http.response.status_code"] = SpanAttribute.int64(Int64(status)) }
-        if let error {
-            span.attributes["error.type"] = SpanAttribute.string(error.status.map(String.init) ?? error.name)
-            span.recordError(error)
-            span.setStatus(SpanStatus(code: .error))
-        }
-        span.end()
-    }
-
-    private func markEnded() -> Bool {
-        ended.lock()
-        defer { ended.unlock() }
-        guard !isEnded else { return false }
-        isEnded = true
-        return true
-    }
-
-    deinit {
-        guard markEnded() else { return }
-        span.attributes["error.type"] = SpanAttribute.string("notSent")
-        span.setStatus(SpanStatus(code: .error, message: "the request was not sent"))
-        span.end()
     }
 }

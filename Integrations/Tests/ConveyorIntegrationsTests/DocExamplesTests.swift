@@ -37,19 +37,24 @@ enum DocExamples {
         _ = movies
     }
 
-    static func swiftLogSink() {
+    static func swiftLogSink() throws {
         var logger = Logger(label: "com.example.api")
-        logger.logLevel = .info
-        let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
+        logger.logLevel = .debug
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.example.com")!,
+            transport: try AsyncHTTPClientTransport(client: http)
+        ) {
             LoggingBehavior(sink: SwiftLogSink(logger: logger, metadata: ["component": "api-client"]))
+            RequestLoggerBehavior(logger: logger)   // AsyncHTTPClient's own lines carry the request's id
         }
         _ = client
     }
 
     static func metricsBehavior() {
         let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
-            SwiftMetricsBehavior()     // first, so it sees the outcome the caller sees
             RetryBehavior()
+            MetricsBehavior(sink: SwiftMetricsSink())   // last: it times what goes to the network
         }
         _ = client
     }
@@ -64,6 +69,7 @@ enum DocExamples {
 
     static func tracingBehavior() async throws {
         let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
+            RetryBehavior()
             TracingBehavior()     // InstrumentationSystem.tracer, bootstrapped by your app
         }
         try await withSpan("load dashboard") { _ in

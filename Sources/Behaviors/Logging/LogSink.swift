@@ -20,14 +20,32 @@ public struct LogEntry: Sendable, Hashable {
     public let level: Level
     /// The line, already redacted.
     public let message: String
+    /// The line's facts, one value per key, already redacted, for a structured log:
+    ///
+    /// | key | on | value |
+    /// |---|---|---|
+    /// | `conveyor.request_id` | every line | the logical request's number (`RequestID`) |
+    /// | `conveyor.attempt` | every line | the attempt, from 1 (on an outcome, the last one) |
+    /// | `http.request.method` | every line | the method |
+    /// | `server.address`, `server.port` | every line | where the request went |
+    /// | `url.full` | every line | the URL, user info and redacted query items as `***` |
+    /// | `http.response.status_code` | success; failure with a response | the status |
+    /// | `http.response.body.size` | success | the body's bytes |
+    /// | `error.type` | failure | the status code for a status of 400 or more, else the ``NetworkError`` kind's name |
+    /// | `conveyor.duration_ms` | success, failure | from the first attempt's preparation to the outcome, on the behavior's clock |
+    ///
+    /// No header, cookie, body or secret query value is ever a value here.
+    public let metadata: [String: String]
 
     /// Creates an entry.
     /// - Parameters:
     ///   - level: The level.
     ///   - message: The redacted line.
-    public init(level: Level, message: String) {
+    ///   - metadata: The line's redacted facts.
+    public init(level: Level, message: String, metadata: [String: String] = [:]) {
         self.level = level
         self.message = message
+        self.metadata = metadata
     }
 }
 
@@ -38,9 +56,13 @@ public struct LogEntry: Sendable, Hashable {
 /// struct SwiftLogSink: LogSink {
 ///     let logger: Logger
 ///     var isEnabled: Bool { logger.logLevel <= .debug }
-///     func write(_ entry: LogEntry) { logger.log(level: entry.level == .error ? .error : .debug, "\(entry.message)") }
+///     func write(_ entry: LogEntry) {
+///         logger.debug("\(entry.message)", metadata: entry.metadata.mapValues { .string($0) })
+///     }
 /// }
 /// ```
+///
+/// (ConveyorIntegrations' `SwiftLogSink` is such a sink, with swift-log's conventions.)
 ///
 /// With OSLog: `func write(_ entry: LogEntry) { logger.debug("\(entry.message, privacy: .public)") }`
 /// (the message is already redacted).

@@ -28,6 +28,8 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
 
     /// Credential values this request sent, scrubbed from every later line (a server may echo them).
     enum SentSecrets: RequestContextKey { static let defaultValue: [String] = [] }
+    /// How long the request has taken, from its first attempt's preparation.
+    enum Elapsed: RequestContextKey { static let defaultValue: (@Sendable () -> Duration)? = nil }
 
     /// Where lines go.
     package let sink: any LogSink
@@ -37,6 +39,8 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
     package let bodyPreviewLimit: Int
     /// Whether request headers are logged.
     package let logsHeaders: Bool
+    /// Starts a stopwatch on the injected clock.
+    let stopwatch: @Sendable () -> @Sendable () -> Duration
 
     /// Creates the behavior.
     /// - Parameters:
@@ -44,18 +48,28 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
     ///   - redactor: What to hide.
     ///   - bodyPreviewLimit: Bytes of body to show; 0 shows none.
     ///   - logsHeaders: Whether request headers are logged.
+    ///   - clock: The clock `conveyor.duration_ms` is measured on; inject a manual one in tests.
     ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
     ///     default. Give two behaviors of one type different names to leave one out.
-    public init(sink: any LogSink, redactor: Redactor = Redactor(), bodyPreviewLimit: Int = 0, logsHeaders: Bool = true, name: String? = nil) {
+    public init<C: Clock>(
+        sink: any LogSink, redactor: Redactor = Redactor(), bodyPreviewLimit: Int = 0, logsHeaders: Bool = true,
+        clock: C = ContinuousClock(), name: String? = nil
+    ) where C.Duration == Duration {
         self.name = name ?? String(describing: Self.self)
         self.sink = sink
         self.redactor = redactor
         self.bodyPreviewLimit = max(0, bodyPreviewLimit)
         self.logsHeaders = logsHeaders
+        self.stopwatch = {
+            let start = clock.now
+            return { start.duration(to: clock.now) }
+        }
     }
 
     /// Logs the attempt as it will be sent.
     public func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
+        guard sink.isEnabled else { return }
+        if context.attempt == 1 { context[Elapsed.self] = stopwatch() }
         guard sink.accepts(.debug) else { return }
         let secrets = collectSecrets(of: request, context: context)
         let scrubber = SecretScrubber(secrets: secrets)
@@ -68,7 +82,10 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
                 + redactor.preview(
                     body, contentType: request.headers["Content-Type"], limit: bodyPreviewLimit, scrubber: scrubber)
         }
-        sink.write(LogEntry(level: .debug, message: redactor.scrub(line, scrubber: scrubber)))
+        sink.write(
+            LogEntry(
+                level: .debug, message: redactor.scrub(line, scrubber: scrubber),
+                metadata: metadata(of: request, context: context, scrubber: scrubber)))
     }
 
     /// Logs the success.
@@ -83,7 +100,10 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
                     response.body, contentType: response.headers["Content-Type"], limit: bodyPreviewLimit,
                     scrubber: scrubber)
         }
-        sink.write(LogEntry(level: .info, message: redactor.scrub(line, scrubber: scrubber)))
+        var metadata = metadata(of: response.request, context: context, scrubber: scrubber)
+        metadata["http.response.status_code"] = String(response.status)
+        metadata["http.response.body.size"] = String(response.body.count)
+        sink.write(LogEntry(level: .info, message: redactor.scrub(line, scrubber: scrubber), metadata: metadata))
     }
 
     /// Logs the failure (the error's description never contains secrets).
@@ -94,7 +114,39 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
             ? context[SentSecrets.self]
             : error.response.map { collectSecrets(of: $0.request, context: context) } ?? context[SentSecrets.self]
         let line = "✕ \(context.requestID) failed after \(context.attempt) attempt(s): \(error)"
-        sink.write(LogEntry(level: .error, message: redactor.scrub(line, secrets)))
+        let scrubber = SecretScrubber(secrets: secrets)
+        var metadata = metadata(of: error.response?.request ?? context.originalRequest, context: context, scrubber: scrubber)
+        if let status = error.status {
+            metadata["http.response.status_code"] = String(status)
+            metadata["error.type"] = status >= 400 ? String(status) : error.name
+        } else {
+            metadata["error.type"] = error.name
+        }
+        sink.write(LogEntry(level: .error, message: redactor.scrub(line, secrets), metadata: metadata))
+    }
+
+    /// The facts every line carries (``LogEntry/metadata``), redacted as the line is.
+    private func metadata(of request: HTTPRequest, context: RequestContext, scrubber: SecretScrubber) -> [String: String] {
+        var metadata = [
+            "conveyor.request_id": String(context.requestID.rawValue),
+            "conveyor.attempt": String(context.attempt),
+            "http.request.method": request.method.rawValue,
+            "url.full": redactor.scrub(redactor.redact(request.url), scrubber: scrubber),
+        ]
+        if let origin = Origin(request.url) {
+            metadata["server.address"] = origin.host
+            metadata["server.port"] = String(origin.port)
+        }
+        if let elapsed = context[Elapsed.self] { metadata["conveyor.duration_ms"] = Self.milliseconds(elapsed()) }
+        return metadata
+    }
+
+    /// `12.345`: milliseconds with three decimals.
+    static func milliseconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        let microseconds = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+        let fraction = String(microseconds % 1_000)
+        return "\(microseconds / 1_000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
     }
 
     /// The secrets every attempt so far carried, `request`'s added: collected per attempt when
