@@ -1,0 +1,127 @@
+import AsyncHTTPClient
+import Conveyor
+import ConveyorAsyncHTTPClient
+import ConveyorMetrics
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Tracing
+
+/// What this service answers for `GET /forecast/{city}`.
+public struct Forecast: ResponseCodable, Equatable {
+    /// The city.
+    public var city: String
+    /// "Sunny, 21.5 °C".
+    public var text: String
+}
+
+/// Owns the `HTTPClient` the upstream calls go through: it runs until the service group shuts
+/// down gracefully, then shuts the client down. Added to the application's services *before* the
+/// HTTP server (Hummingbird appends the server last), so the group shuts the server down first —
+/// it stops accepting and lets the requests in flight finish, upstream calls included — and the
+/// client only after.
+public struct HTTPClientService: Service {
+    /// The client, shared by every upstream call.
+    public let client: HTTPClient
+    /// Where the shutdown is logged.
+    let logger: Logger
+
+    /// Wraps `client`; the service shuts it down.
+    public init(client: HTTPClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Waits for the graceful shutdown, then shuts the client down.
+    public func run() async throws {
+        // Returns when the group shuts down gracefully; throws if the task is cancelled instead.
+        try? await gracefulShutdown()
+        try await client.shutdown()
+        logger.info("HTTP client shut down")
+    }
+}
+
+/// The service's settings.
+public struct ServiceConfiguration: Sendable {
+    /// Where the service listens.
+    public var host: String
+    /// The port it listens on; 0 picks a free one.
+    public var port: Int
+    /// The upstream API.
+    public var upstream: UpstreamConfiguration
+
+    /// Creates the settings.
+    public init(host: String = "127.0.0.1", port: Int = 8080, upstream: UpstreamConfiguration) {
+        self.host = host
+        self.port = port
+        self.upstream = upstream
+    }
+
+    /// From the environment: `HOST`, `PORT`, `UPSTREAM_URL`, `UPSTREAM_CLIENT_ID`,
+    /// `UPSTREAM_CLIENT_SECRET`.
+    public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment)
+        -> ServiceConfiguration
+    {
+        ServiceConfiguration(
+            host: environment["HOST"] ?? "127.0.0.1",
+            port: environment["PORT"].flatMap(Int.init) ?? 8080,
+            upstream: UpstreamConfiguration(
+                baseURL: environment["UPSTREAM_URL"].flatMap(URL.init(string:)) ?? URL(string: "http://127.0.0.1:9090")!,
+                clientID: environment["UPSTREAM_CLIENT_ID"] ?? "forecast-service",
+                clientSecret: environment["UPSTREAM_CLIENT_SECRET"] ?? ""))
+    }
+}
+
+/// The application: its routes, the upstream client, and the `HTTPClient`'s lifecycle.
+/// - Parameters:
+///   - configuration: Where to listen and what to call.
+///   - logger: The service's logger (Conveyor and AsyncHTTPClient log through it too).
+///   - tracer: The tracer; `InstrumentationSystem.tracer` by default.
+///   - metrics: Where `http.client.request.duration` goes; `MetricsSystem.factory` by default.
+///   - clock: The clock the upstream client's retry waits sleep on.
+///   - onServerRunning: Called with the bound port once the server listens.
+public func buildApplication(
+    _ configuration: ServiceConfiguration, logger: Logger, tracer: (any Tracer)? = nil,
+    metrics: SwiftMetricsSink = SwiftMetricsSink(), clock: any Clock<Duration> = ContinuousClock(),
+    onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+) throws -> some ApplicationProtocol {
+    let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
+    let upstream: UpstreamClient
+    do {
+        upstream = try UpstreamClient(
+            http: http, configuration: configuration.upstream, logger: logger, tracer: tracer, metrics: metrics,
+            clock: clock)
+    } catch {
+        try? http.syncShutdown()
+        throw error
+    }
+    let router = Router()
+    router.get("/health") { _, _ in "ok" }
+    router.get("/forecast/:city") { _, context -> Forecast in
+        let city = try context.parameters.require("city")
+        guard !city.isEmpty, city.unicodeScalars.allSatisfy({ $0.isASCII && CharacterSet.letters.contains($0) }) else {
+            throw HTTPError(.badRequest, message: "A city is letters only.")
+        }
+        return try await forecast(for: city, from: upstream)
+    }
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port)),
+        services: [HTTPClientService(client: http, logger: logger)],
+        onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
+        logger: logger)
+}
+
+/// The forecast, or the HTTP error that says why not: the upstream's 404 is ours, anything else
+/// it failed with is a 502 (its details are in the logs, not in the answer).
+func forecast(for city: String, from upstream: UpstreamClient) async throws -> Forecast {
+    do {
+        let weather = try await upstream.weather(in: city)
+        return Forecast(city: weather.city, text: "\(weather.summary.capitalized), \(weather.temperature) °C")
+    } catch where error.status == 404 {
+        throw HTTPError(.notFound, message: "No such city.")
+    } catch {
+        throw HTTPError(.badGateway, message: "The weather service failed (\(error.name)).")
+    }
+}

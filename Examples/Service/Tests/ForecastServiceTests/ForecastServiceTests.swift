@@ -1,0 +1,202 @@
+import Conveyor
+import ConveyorMetrics
+import ConveyorTesting
+import ForecastService
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import InMemoryLogging
+import InMemoryTracing
+import Logging
+import MetricsTestKit
+import ServiceLifecycle
+import Testing
+import Tracing
+
+/// The service against a real upstream on 127.0.0.1, both run by the test; retry waits on a
+/// clock that does not wait.
+struct Harness {
+    let logs = InMemoryLogHandler()
+    let tracer = InMemoryTracer()
+    let metrics = TestMetrics()
+
+    var logger: Logger {
+        var logger = Logger(label: "forecast-service") { [logs] _ in logs }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    func configuration(upstream: URL) -> ServiceConfiguration {
+        ServiceConfiguration(
+            port: 0,
+            upstream: UpstreamConfiguration(
+                baseURL: upstream, clientID: "forecast-service", clientSecret: UpstreamState.secret))
+    }
+
+    func application(upstream: URL, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in })
+        throws -> some ApplicationProtocol
+    {
+        try buildApplication(
+            configuration(upstream: upstream), logger: logger, tracer: tracer,
+            metrics: SwiftMetricsSink(factory: metrics), clock: ImmediateClock(), onServerRunning: onServerRunning)
+    }
+
+    /// Runs the service (its HTTP client and lifecycle included) on a free port for `body`.
+    func withService<Value: Sendable>(
+        upstream: URL, _ body: @Sendable (any TestClientProtocol) async throws -> Value
+    ) async throws -> Value {
+        try await application(upstream: upstream).test(.live) { client in try await body(client) }
+    }
+}
+
+extension TestClientProtocol {
+    func get(_ uri: String) async throws -> (status: Int, body: String) {
+        try await execute(uri: uri, method: .get) { ($0.status.code, String(buffer: $0.body)) }
+    }
+}
+
+@Suite struct ForecastServiceTests {
+    @Test func aForecastSignsInOnceAndTheSecondIsACacheHit() async throws {
+        let harness = Harness()
+        try await withUpstream { upstream, state in
+            try await harness.withService(upstream: upstream) { client in
+                let first = try await client.get("/forecast/paris")
+                #expect(first.status == 200)
+                #expect(first.body.contains("Sunny, 21.5 °C"))
+                let second = try await client.get("/forecast/paris")
+                let decoded = try [first, second].map { try JSONDecoder().decode(Forecast.self, from: Data($0.body.utf8)) }
+                #expect(decoded[0] == decoded[1])
+                #expect(decoded[0].city == "Paris")
+            }
+            // No token at first: one 401, one token, the resend answered; the second from the cache.
+            #expect(await state.unauthorized == 1)
+            #expect(await state.tokensIssued == 1)
+            #expect(await state.hits("paris") == 1)
+        }
+    }
+
+    @Test func anExpiredTokenIsRefreshedAndTheRequestResent() async throws {
+        let harness = Harness()
+        try await withUpstream { upstream, state in
+            try await harness.withService(upstream: upstream) { client in
+                let status1 = try await client.get("/forecast/rome").status
+                #expect(status1 == 200)
+                await state.expire()
+                let status2 = try await client.get("/forecast/lima").status
+                #expect(status2 == 200)
+            }
+            #expect(await state.tokensIssued == 2)
+            #expect(await state.unauthorized == 2)
+        }
+    }
+
+    @Test func a503WithRetryAfterIsRetried() async throws {
+        let harness = Harness()
+        try await withUpstream { upstream, state in
+            try await harness.withService(upstream: upstream) { client in
+                let answer = try await client.get("/forecast/oslo")
+                #expect(answer.status == 200)
+            }
+            #expect(await state.hits("oslo") == 2)
+        }
+    }
+
+    @Test func anUpstreamFailureIsABadGatewayWithNoSecretInIt() async throws {
+        let harness = Harness()
+        try await withUpstream { upstream, state in
+            try await harness.withService(upstream: upstream) { client in
+                let failed = try await client.get("/forecast/atlantis")
+                #expect(failed.status == 502)
+                #expect(!failed.body.contains("SECRET"))
+                let missing = try await client.get("/forecast/nowhere")
+                #expect(missing.status == 404)
+                let status3 = try await client.get("/forecast/new%20york").status
+                #expect(status3 == 400)
+            }
+            #expect(await state.hits("atlantis") > 1)  // retried before giving up
+        }
+        for entry in harness.logs.entries {
+            #expect(!"\(entry.message) \(entry.metadata)".contains("SECRET"), "\(entry)")
+        }
+    }
+
+    @Test func identicalRequestsInFlightShareOneUpstreamCall() async throws {
+        let harness = Harness()
+        try await withUpstream { upstream, state in
+            try await harness.withService(upstream: upstream) { client in
+                let status4 = try await client.get("/forecast/rome").status
+                #expect(status4 == 200)  // signed in
+                let callers = 4
+                // Each caller on a connection of its own (the test client has one connection).
+                let service = NetworkClient(baseURL: URL(string: "http://127.0.0.1:\(try #require(client.port))")!)
+                try await withThrowingTaskGroup(of: String.self) { group in
+                    for _ in 0..<callers {
+                        group.addTask { try await service.send(Conveyor.Request<String>(path: "/forecast/slowtown")) }
+                    }
+                    var arrivals = state.arrivals.makeAsyncIterator()
+                    while await arrivals.next() != "slowtown" {}
+                    // Every caller's request span has started (they are past `beforeSend`, so in
+                    // the chain); give them the turns to reach the call in flight, then release.
+                    while harness.tracer.activeSpans.filter({ $0.kind == .internal }).count < callers {
+                        await Task.yield()
+                    }
+                    for _ in 0..<200 { await Task.yield() }
+                    await state.release()
+                    var statuses: [String] = []
+                    for try await body in group { statuses.append(body) }
+                    #expect(statuses.count == callers && statuses.allSatisfy { $0.contains("Fog, 4.5 °C") })
+                }
+            }
+            #expect(await state.hits("slowtown") == 1)
+        }
+    }
+
+    @Test func tracesMetricsAndLogsDescribeEachUpstreamCall() async throws {
+        let harness = Harness()
+        let upstreamURL = try await withUpstream { upstream, _ in
+            try await harness.withService(upstream: upstream) { client in
+                let status = try await client.get("/forecast/oslo").status
+                #expect(status == 200)
+            }
+            return upstream
+        }
+        // The weather request: a 401 (no token yet), a 503, a 200: three client spans under one.
+        let weather = try #require(harness.tracer.finishedSpans.first {
+            $0.kind == .internal && $0.attributes.get("url.full") == .string("\(upstreamURL)/weather/oslo")
+        })
+        let attempts = harness.tracer.finishedSpans.filter { $0.parentSpanID == weather.spanID }
+        let statuses: [SpanAttribute?] = attempts.map { $0.attributes.get("http.response.status_code") }
+        #expect(statuses == [.int64(401), .int64(503), .int64(200)])
+        #expect(harness.metrics.timers.contains { timer in
+            timer.label == "http.client.request.duration" && timer.dimensions.contains { $0 == ("error.type", "503") }
+        })
+        let done = harness.logs.entries.filter { $0.message.description == "HTTP request succeeded" }
+        #expect(done.contains { $0.metadata["url.full"]?.description.hasSuffix("/weather/oslo") == true })
+        // AsyncHTTPClient's own lines carry the request's id.
+        #expect(harness.logs.entries.contains { $0.metadata["ahc-request-id"] != nil && $0.metadata["conveyor.request_id"] != nil })
+    }
+
+    @Test func aGracefulShutdownDuringARequestLetsItFinishThenClosesTheClient() async throws {
+        let harness = Harness()
+        try await withUpstream { upstream, state in
+            let (ports, port) = AsyncStream.makeStream(of: Int.self)
+            let app = try harness.application(upstream: upstream) { port.yield($0) }
+            let group = ServiceGroup(services: [app], logger: harness.logger)
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                var bound = ports.makeAsyncIterator()
+                let servicePort = try #require(await bound.next())
+                let caller = NetworkClient(baseURL: URL(string: "http://127.0.0.1:\(servicePort)")!)
+                let answer = Task { try await caller.send(Conveyor.Request<String>(path: "/forecast/slowtown")) }
+                var arrivals = state.arrivals.makeAsyncIterator()
+                while await arrivals.next() != "slowtown" {}
+                // The upstream call is in flight: shut down now, then let the upstream answer.
+                await group.triggerGracefulShutdown()
+                await state.release()
+                #expect(try await answer.value.contains("Fog, 4.5 °C"))
+                try await tasks.waitForAll()  // the group ended: server drained, client shut down
+            }
+            #expect(harness.logs.entries.contains { $0.message.description == "HTTP client shut down" })
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+/// The upstream weather API the service calls, as a real server on 127.0.0.1: it issues bearer
+/// tokens for client credentials, refuses a request without the current one (401), and answers
+/// per city:
+/// - `oslo`: 503 with `Retry-After: 0` the first time, then the weather;
+/// - `atlantis`: always 500; `nowhere`: 404;
+/// - `slowtown`: held until the test releases it (`no-store`, so no cache can answer);
+/// - any other city: the weather, cacheable by its client for a minute (`private`: it was
+///   asked for with a credential).
+actor UpstreamState {
+    static let secret = "client-s3cret-SECRET"
+    private(set) var tokensIssued = 0
+    private(set) var current: String?
+    private(set) var unauthorized = 0
+    private var hits: [String: Int] = [:]
+    private var released = false
+    private var held: [CheckedContinuation<Void, Never>] = []
+    nonisolated let arrivals: AsyncStream<String>
+    private let arrived: AsyncStream<String>.Continuation
+
+    init() { (arrivals, arrived) = AsyncStream.makeStream() }
+
+    func hits(_ city: String) -> Int { hits[city, default: 0] }
+
+    func issue() -> String {
+        tokensIssued += 1
+        current = "tok-\(tokensIssued)-SECRET"
+        return current!
+    }
+
+    /// Expires the current token: the next request gets a 401.
+    func expire() { current = "expired-\(UUID())" }
+
+    func authorize(_ header: String?) -> Bool {
+        guard let current, header == "Bearer \(current)" else {
+            unauthorized += 1
+            return false
+        }
+        return true
+    }
+
+    func arrive(_ city: String) -> Int {
+        hits[city, default: 0] += 1
+        arrived.yield(city)
+        return hits[city]!
+    }
+
+    func waitForRelease() async {
+        if released { return }
+        await withCheckedContinuation { held.append($0) }
+    }
+
+    func release() {
+        released = true
+        held.forEach { $0.resume() }
+        held = []
+    }
+}
+
+struct TokenRequest: Decodable { let clientID: String; let clientSecret: String }
+
+func upstreamApplication(_ state: UpstreamState) -> some ApplicationProtocol {
+    let router = Router()
+    router.post("/token") { request, context -> Response in
+        let credentials = try await request.decode(as: TokenRequest.self, context: context)
+        guard credentials.clientSecret == UpstreamState.secret else { return Response(status: .unauthorized) }
+        let token = await state.issue()
+        return json(#"{"access_token": "\#(token)"}"#)
+    }
+    router.get("/weather/:city") { request, context -> Response in
+        let city = try context.parameters.require("city")
+        guard await state.authorize(request.headers[.authorization]) else {
+            return Response(status: .unauthorized, headers: [.wwwAuthenticate: "Bearer"])
+        }
+        let hit = await state.arrive(city)
+        switch city {
+        case "oslo" where hit == 1: return Response(status: .serviceUnavailable, headers: [.retryAfter: "0"])
+        case "atlantis": return Response(status: .internalServerError)
+        case "nowhere": return Response(status: .notFound)
+        case "slowtown":
+            await state.waitForRelease()
+            return json(#"{"city": "Slowtown", "temperature": 4.5, "summary": "fog"}"#, cacheControl: "no-store")
+        default:
+            return json(#"{"city": "\#(city.capitalized)", "temperature": 21.5, "summary": "sunny"}"#)
+        }
+    }
+    return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+}
+
+func json(_ text: String, cacheControl: String = "private, max-age=60") -> Response {
+    Response(
+        status: .ok, headers: [.contentType: "application/json", .cacheControl: cacheControl],
+        body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
+}
+
+/// Runs the upstream on a free port for `body`.
+func withUpstream<Value: Sendable>(
+    _ body: @Sendable (URL, UpstreamState) async throws -> Value
+) async throws -> Value {
+    let state = UpstreamState()
+    return try await upstreamApplication(state).test(.live) { client in
+        let port = try #require(client.port)
+        return try await body(URL(string: "http://127.0.0.1:\(port)")!, state)
+    }
+}
