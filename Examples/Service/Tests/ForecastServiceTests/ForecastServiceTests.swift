@@ -55,7 +55,8 @@ extension TestClientProtocol {
     }
 }
 
-@Suite struct ForecastServiceTests {
+// Each test is bounded: a hang fails it (and cancels it) instead of holding CI.
+@Suite(.timeLimit(.minutes(1))) struct ForecastServiceTests {
     @Test func aForecastSignsInOnceAndTheSecondIsACacheHit() async throws {
         let harness = Harness()
         try await withUpstream { upstream, state in
@@ -134,10 +135,14 @@ extension TestClientProtocol {
                         group.addTask { try await service.send(Conveyor.Request<String>(path: "/forecast/slowtown")) }
                     }
                     var arrivals = state.arrivals.makeAsyncIterator()
-                    while await arrivals.next() != "slowtown" {}
+                    while let city = await arrivals.next(), city != "slowtown" {}  // nil: cancelled
                     // Every caller's request span has started (they are past `beforeSend`, so in
                     // the chain); give them the turns to reach the call in flight, then release.
+                    // (Bounded: a caller that never gets there fails the test instead of spinning.)
+                    var turns = 0
                     while harness.tracer.activeSpans.filter({ $0.kind == .internal }).count < callers {
+                        turns += 1
+                        try #require(turns < 1_000_000, "only some callers reached the chain")
                         await Task.yield()
                     }
                     for _ in 0..<200 { await Task.yield() }
@@ -189,7 +194,7 @@ extension TestClientProtocol {
                 let caller = NetworkClient(baseURL: URL(string: "http://127.0.0.1:\(servicePort)")!)
                 let answer = Task { try await caller.send(Conveyor.Request<String>(path: "/forecast/slowtown")) }
                 var arrivals = state.arrivals.makeAsyncIterator()
-                while await arrivals.next() != "slowtown" {}
+                while let city = await arrivals.next(), city != "slowtown" {}  // nil: cancelled
                 // The upstream call is in flight: shut down now, then let the upstream answer.
                 await group.triggerGracefulShutdown()
                 await state.release()
