@@ -97,7 +97,7 @@ final class HangingRefresher: TokenRefresher {
         await refresher.sawCancellation.entered(1)  // the abandoned refresh was cancelled
     }
 
-    @Test func aWaiterLeavesAndTheRefreshGoesOnForTheOthers() async {
+    @Test func aWaiterLeavesAndTheRefreshGoesOnForTheOthers() async throws {
         let gate = Gate()
         let tokens = FakeTokens("stale", gate: gate)
         let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens)
@@ -108,7 +108,12 @@ final class HangingRefresher: TokenRefresher {
         let tasks = (0..<10).map { _ in
             Task { await outcome { try await client.send(Request<Void>(path: "/me")) } }
         }
-        while tokens.refreshes.withLock({ $0 }) == 0 { await Task.yield() }
+        var turns = 0  // bounded: a refresh that never starts fails the test instead of spinning
+        while tokens.refreshes.withLock({ $0 }) == 0 {
+            turns += 1
+            try #require(turns < 1_000_000, "no refresh started")
+            await Task.yield()
+        }
         tasks.prefix(5).forEach { $0.cancel() }
         for task in tasks.prefix(5) { #expect(await task.value == "cancelled") }
         await gate.open()
