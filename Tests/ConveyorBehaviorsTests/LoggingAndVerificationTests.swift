@@ -1,3 +1,4 @@
+@testable import ConveyorBehaviors
 import ConveyorTesting
 import Foundation
 import Testing
@@ -161,5 +162,42 @@ final class CapturingSink: LogSink {
         let mock = MockTransport()
         mock.enqueue(.status(500))
         #expect(await outcome { try await client(mock).send(Request<Void>(path: "/x")) } == "status 500")
+    }
+}
+
+@Suite struct LogMetadataTests {
+    @Test func durationsAreMillisecondsWithThreeDecimalsAndHugeOnesDoNotTrap() {
+        #expect(LoggingBehavior.milliseconds(.milliseconds(1_250)) == "1250.000")
+        #expect(LoggingBehavior.milliseconds(.microseconds(41)) == "0.041")
+        #expect(LoggingBehavior.milliseconds(.zero) == "0.000")
+        #expect(LoggingBehavior.milliseconds(.seconds(Int64.max)) == "9223372036854775.807")
+        #expect(LoggingBehavior.milliseconds(.seconds(Int64.max / 1_000_000)) == "9223372036854000.000")
+        #expect(LoggingBehavior.milliseconds(.seconds(-5)) == "0.000")
+    }
+
+    @Test func everyEntryCarriesTheRequestsFactsAndAHugeClockJumpDoesNotTrap() async throws {
+        let sink = CapturingSink()
+        let clock = ManualClock()
+        let mock = MockTransport(baseURL: URL(string: "https://api.test:8443")!)
+        mock.enqueue(.handler { _ in
+            clock.advance(by: .seconds(Int64.max))
+            return .text("ok")
+        })
+        let client = NetworkClient(baseURL: URL(string: "https://api.test:8443")!, transport: mock) {
+            LoggingBehavior(sink: sink, clock: clock)
+        }
+        _ = try await client.send(Request<String>(path: "/movies", query: ["page": "2"]))
+        let entries = sink.lines.withLock { $0 }
+        #expect(entries.count == 2)
+        for entry in entries {
+            #expect(entry.metadata["http.request.method"] == "GET")
+            #expect(entry.metadata["server.address"] == "api.test")
+            #expect(entry.metadata["server.port"] == "8443")
+            #expect(entry.metadata["url.full"] == "https://api.test:8443/movies?page=2")
+            #expect(entry.metadata["conveyor.attempt"] == "1")
+        }
+        #expect(entries.first?.metadata["conveyor.duration_ms"] == "0.000")
+        #expect(entries.last?.metadata["conveyor.duration_ms"] == "9223372036854775.807")
+        #expect(entries.last?.metadata["http.response.status_code"] == "200")
     }
 }

@@ -32,7 +32,7 @@ public struct LogEntry: Sendable, Hashable {
     /// | `http.response.status_code` | success; failure with a response | the status |
     /// | `http.response.body.size` | success | the body's bytes |
     /// | `error.type` | failure | the status code for a status of 400 or more, else the ``NetworkError`` kind's name |
-    /// | `conveyor.duration_ms` | success, failure | from the first attempt's preparation to the outcome, on the behavior's clock |
+    /// | `conveyor.duration_ms` | every line | from the first attempt's preparation to this line (on an outcome, the request's duration), on the behavior's clock |
     ///
     /// No header, cookie, body or secret query value is ever a value here.
     public let metadata: [String: String]

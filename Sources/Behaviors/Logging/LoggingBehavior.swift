@@ -141,10 +141,13 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
         return metadata
     }
 
-    /// `12.345`: milliseconds with three decimals.
+    /// `12.345`: milliseconds with three decimals (a duration past `Int64`'s microseconds, or
+    /// below zero, is clamped instead of trapping).
     static func milliseconds(_ duration: Duration) -> String {
         let (seconds, attoseconds) = duration.components
-        let microseconds = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
+        let scaled = max(0, seconds).multipliedReportingOverflow(by: 1_000_000)
+        let total = scaled.partialValue.addingReportingOverflow(max(0, attoseconds) / 1_000_000_000_000)
+        let microseconds = scaled.overflow || total.overflow ? Int64.max : total.partialValue
         let fraction = String(microseconds % 1_000)
         return "\(microseconds / 1_000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
     }
