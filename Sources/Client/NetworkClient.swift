@@ -194,7 +194,7 @@ public final class NetworkClient: NetworkClientProtocol {
             request.progress != nil || !plan.progressObservers.isEmpty
             ? Self.transfer(taker: nil, request: request, plan: plan) : nil
         let context = RequestContext(
-            request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase, transfer: transfer)
+            request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase, transfer: transfer, values: request.contextValues)
         let decoder = configuration.decoder
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             try finish(response, context, decoder)

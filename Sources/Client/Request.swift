@@ -34,6 +34,9 @@ public struct Request<Output>: Sendable {
     public var exclusions: [BehaviorExclusion]
     /// Told how the request's upload and download progress (see ``onProgress(_:)``).
     public var progress: (@Sendable (TransferProgress) -> Void)?
+    /// Values its ``RequestContext`` starts with, which every behavior's first hook already sees
+    /// (see ``setting(_:to:)``).
+    public var contextValues: RequestContextValues
 
     let decode: @Sendable (HTTPResponse, JSONDecoder) throws -> Output
 
@@ -62,6 +65,7 @@ public struct Request<Output>: Sendable {
         self.behaviors = behaviors
         self.exclusions = []
         self.progress = nil
+        self.contextValues = RequestContextValues()
         self.decode = decode
     }
 
@@ -76,6 +80,23 @@ public struct Request<Output>: Sendable {
     public func onProgress(_ observer: @escaping @Sendable (TransferProgress) -> Void) -> Request {
         var copy = self
         copy.progress = observer
+        return copy
+    }
+
+    /// This request with `value` stored under `key` in its ``RequestContext`` from the start, so
+    /// every behavior (the client's too) reads it in its first hook.
+    ///
+    /// ```swift
+    /// enum Screen: RequestContextKey { static let defaultValue = "unknown" }
+    /// let feed = Request<[Movie]>(path: "/feed").setting(Screen.self, to: "home")
+    /// // in any behavior: context[Screen.self] == "home"
+    /// ```
+    /// - Parameters:
+    ///   - key: The key type.
+    ///   - value: The value the context starts with.
+    public func setting<Key: RequestContextKey>(_ key: Key.Type, to value: Key.Value) -> Request {
+        var copy = self
+        copy.contextValues.set(key, to: value)
         return copy
     }
 

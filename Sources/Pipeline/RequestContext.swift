@@ -16,6 +16,41 @@ public protocol RequestContextKey: Sendable {
     static var defaultValue: Value { get }
 }
 
+/// Values a request carries into its ``RequestContext`` before any behavior runs (see
+/// `Request.setting(_:to:)`): what the caller knows about the request that behaviors may act on,
+/// such as the operation a generated client is calling.
+public struct RequestContextValues: Sendable {
+    /// The values in the order they were set; a later value for the same key replaces an earlier one.
+    var entries: [RequestContext.Entry] = []
+
+    /// No values.
+    public init() {}
+
+    /// Whether no value is set.
+    public var isEmpty: Bool { entries.isEmpty }
+
+    /// Stores `value` under `key`, replacing a value stored under it before.
+    /// - Parameters:
+    ///   - key: The key type.
+    ///   - value: The value the context starts with.
+    public mutating func set<Key: RequestContextKey>(_ key: Key.Type, to value: Key.Value) {
+        let id = ObjectIdentifier(key)
+        if let index = entries.firstIndex(where: { $0.key == id }) {
+            entries[index].value = value
+        } else {
+            entries.append(RequestContext.Entry(key: id, value: value))
+        }
+    }
+
+    /// The value stored under `key`, or its default value.
+    /// - Parameter key: The key type.
+    public subscript<Key: RequestContextKey>(key: Key.Type) -> Key.Value {
+        let id = ObjectIdentifier(key)
+        guard let entry = entries.first(where: { $0.key == id }) else { return Key.defaultValue }
+        return entry.value as? Key.Value ?? Key.defaultValue
+    }
+}
+
 /// A number that identifies one logical request (all its attempts) among the requests of the
 /// client that sent it. Each client counts from 1: nothing is shared between clients.
 public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible {
@@ -54,7 +89,7 @@ public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible
 public final class RequestContext: Sendable {
     /// One stored value and the key type it belongs to.
     @usableFromInline
-    struct Entry {
+    struct Entry: Sendable {
         @usableFromInline let key: ObjectIdentifier
         @usableFromInline var value: any Sendable
 
@@ -144,13 +179,18 @@ public final class RequestContext: Sendable {
     /// where its response body goes and who hears of progress, if anyone.
     package init(
         request: HTTPRequest, requestID: RequestID? = nil, scope: ClientScope, targetsBaseOrigin: Bool,
-        transfer: TransferHandler? = nil
+        transfer: TransferHandler? = nil, values: RequestContextValues = RequestContextValues()
     ) {
         self.originalRequest = request
         self.scope = scope
         self.targetsBaseOrigin = !scope.hasOrigin || targetsBaseOrigin
         self.transfer = transfer
-        if let requestID { state.withLock { $0.requestID = requestID } }
+        if requestID != nil || !values.entries.isEmpty {
+            state.withLock {
+                $0.requestID = requestID
+                $0.storage = values.entries
+            }
+        }
         transfer?.attach(self)
     }
 

@@ -130,7 +130,7 @@ extension NetworkClient {
         let targetsBase = !absolute || Origin(httpRequest.url) == baseScope.origin
         let context = RequestContext(
             request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase,
-            transfer: Self.transfer(taker: taker, request: request, plan: plan))
+            transfer: Self.transfer(taker: taker, request: request, plan: plan), values: request.contextValues)
         return try await runner.run(httpRequest, plan: plan, context: context) { response in
             (response, context.attempt)
         }
