@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "ConveyorLogging", targets: ["ConveyorLogging"]),
         .library(name: "ConveyorMetrics", targets: ["ConveyorMetrics"]),
         .library(name: "ConveyorTracing", targets: ["ConveyorTracing"]),
+        .library(name: "ConveyorOpenAPI", targets: ["ConveyorOpenAPI"]),
     ],
     dependencies: [
         .package(name: "Conveyor", path: ".."),
@@ -25,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         .target(
@@ -69,6 +72,24 @@ let package = Package(
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strictSettings),
+        // Clients that swift-openapi-generator writes, through a NetworkClient (Docs/OpenAPI.md).
+        .target(
+            name: "ConveyorOpenAPI",
+            dependencies: [
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: strictSettings),
+        // The client swift-openapi-generator wrote from Sources/TestServerAPI/openapi.yaml (the
+        // test server's routes), committed; regenerate.sh writes it again (not a product).
+        .target(
+            name: "TestServerAPI",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml", "regenerate.sh"]),
         // The chaos soak (not a product): Tests/Server/chaos.py's misbehaviors against both
         // transports, outside `swift test` (Docs/Reliability.md).
         .executableTarget(
@@ -95,7 +116,7 @@ let package = Package(
             name: "ConveyorIntegrationsTests",
             dependencies: [
                 "ConveyorAsyncHTTPClient", "ConveyorLogging", "ConveyorMetrics", "ConveyorTracing",
-                "IntegrationsTestSupport",
+                "ConveyorOpenAPI", "TestServerAPI", "IntegrationsTestSupport",
                 .product(name: "ConveyorTesting", package: "Conveyor"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
