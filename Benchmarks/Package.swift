@@ -22,6 +22,9 @@ let package = Package(
         .package(name: "ConveyorIntegrations", path: "../Integrations"),
         .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        // The generated client on swift-openapi-runtime's own transports (openapi-bench).
+        .package(url: "https://github.com/apple/swift-openapi-urlsession", exact: "1.4.0"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", exact: "1.5.0"),
     ],
     targets: [
         // Shared by the executables: the realistic chain's fakes, the in-memory transport, and the
@@ -92,5 +95,29 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             path: "Sources/LoopbackInstructionCount"),
+        // The client generated from Integrations/Sources/TestServerAPI/openapi.yaml (a symbolic link).
+        .target(
+            name: "TestServerAPI",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/TestServerAPI",
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml", "regenerate.sh"]),
+        // The generated client through ConveyorTransport against the same client through
+        // swift-openapi-runtime's own transports with equivalent middlewares, over loopback.
+        .executableTarget(
+            name: "openapi-bench",
+            dependencies: [
+                "BenchSupport", "TestServerAPI", .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "ConveyorOpenAPI", package: "ConveyorIntegrations"),
+                .product(name: "ConveyorAsyncHTTPClient", package: "ConveyorIntegrations"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+            ],
+            path: "Sources/OpenAPIBench"),
     ]
 )

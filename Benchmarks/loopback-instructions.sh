@@ -5,6 +5,8 @@
 # over N leaves start-up out. The test server is a child process callgrind does not follow.
 #
 #   bash Benchmarks/loopback-instructions.sh [N] [scenario ...]   (from the repository root; N = 300)
+#   BIN=openapi-bench bash Benchmarks/loopback-instructions.sh [N] oapi-conveyor-urlsession …
+#       (the generated client's scenarios: Sources/OpenAPIBench)
 #
 # valgrind 3.19 gives up on the binary's debug information ("Possibly corrupted debuginfo file")
 # once SwiftNIO is linked in, so callgrind runs a copy without it (symbols are kept).
@@ -15,10 +17,11 @@ shift || true
 scenarios=("$@")
 [ ${#scenarios[@]} -gt 0 ] || scenarios=(raw-ahc raw-ahc-delegate ahc-plain ahc raw-urlsession urlsession-plain urlsession)
 
-swift build --package-path Benchmarks -c release --product loopback-instruction-count >&2
+bin=${BIN:-loopback-instruction-count}
+swift build --package-path Benchmarks -c release --product "$bin" >&2
 out=$(mktemp -d)
 trap 'rm -rf "$out"; kill "$SERVER_PID" 2>/dev/null || true' EXIT
-cp "$(swift build --package-path Benchmarks -c release --show-bin-path)/loopback-instruction-count" "$out/bin"
+cp "$(swift build --package-path Benchmarks -c release --show-bin-path)/$bin" "$out/bin"
 strip --strip-debug "$out/bin"
 
 # The server, outside valgrind (Process cannot spawn it there); it exits when its stdin closes.

@@ -75,26 +75,37 @@ public struct SensitiveHeaders: Sendable, Hashable {
         "accesskey", "privatekey", "csrf", "xsrf",
     ].map { Array($0.utf8) }
 
+    /// ``credentialWords`` by their first byte: 256 lists, most of them empty.
+    private static let wordsByFirstLetter: [[[UInt8]]] = (0..<256).map { byte in
+        credentialWords.filter { $0[0] == UInt8(byte) }
+    }
+
     /// Whether a name holds one of ``credentialWords`` once lowercased and without `-`, `_`, `.`.
     package static func isCredentialByMeaning(_ name: String) -> Bool {
-        var folded: [UInt8] = []
-        folded.reserveCapacity(name.utf8.count)
-        for byte in name.utf8 {
-            switch byte {
-            case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."): continue
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): folded.append(byte + 32)
-            default: folded.append(byte)
+        let count = name.utf8.count
+        guard count >= 4 else { return false }
+        // Folded on the stack (a name is short): this runs for every header a redaction or a
+        // check sees, and a heap buffer would cost a malloc each time.
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in
+            var length = 0
+            for byte in name.utf8 {
+                switch byte {
+                case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."): continue
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"): buffer[length] = byte + 32
+                default: buffer[length] = byte
+                }
+                length += 1
             }
-        }
-        guard folded.count >= 4 else { return false }
-        for word in credentialWords where word.count <= folded.count {
-            var start = 0
-            while start + word.count <= folded.count {
-                if folded[start] == word[0], folded[start..<start + word.count].elementsEqual(word) { return true }
-                start += 1
+            guard length >= 4 else { return false }
+            let folded = UnsafeBufferPointer(rebasing: buffer[..<length])
+            // Every word starts with one of a few letters: look only where one of them is.
+            for start in 0..<length - 3 {
+                for word in wordsByFirstLetter[Int(folded[start])] where start + word.count <= length {
+                    if folded[start..<start + word.count].elementsEqual(word) { return true }
+                }
             }
+            return false
         }
-        return false
     }
 }
 

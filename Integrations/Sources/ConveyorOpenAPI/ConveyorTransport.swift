@@ -164,18 +164,50 @@ public struct ConveyorTransport: ClientTransport {
         return Int64(value).flatMap { $0 >= 0 ? $0 : nil }
     }
 
-    /// Whether an `Accept` value names JSON or text only (responses worth keeping whole); `nil`
-    /// (no `Accept`) counts as textual.
+    /// Whether an `Accept` value names JSON or text only (responses worth keeping whole), an
+    /// event stream aside (it may never end); `nil` (no `Accept`) counts as textual. Reads the bytes in place: it runs for every operation.
     static func acceptsTextual(_ accept: String?) -> Bool {
         guard let accept else { return true }
-        for item in accept.split(separator: ",") {
-            let type = item.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        var rest = accept.utf8[...]
+        while !rest.isEmpty {
+            let end = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
+            var type = rest[..<end]
+            if let parameters = type.firstIndex(of: UInt8(ascii: ";")) { type = type[..<parameters] }
+            while let first = type.first, first == 0x20 || first == 0x09 { type = type.dropFirst() }
+            while let last = type.last, last == 0x20 || last == 0x09 { type = type.dropLast() }
             let textual =
-                type == "application/json" || type.hasSuffix("+json") || type.hasPrefix("text/")
-                || type == "application/x-www-form-urlencoded"
-            if !textual && !type.isEmpty { return false }
+                type.isEmpty || Self.equal(type, "application/json") || Self.ends(type, with: "+json")
+                || (Self.starts(type, with: "text/") && !Self.equal(type, "text/event-stream"))
+                || Self.equal(type, "application/x-www-form-urlencoded")
+            if !textual { return false }
+            rest = end == rest.endIndex ? rest[end...] : rest[rest.index(after: end)...]
         }
         return true
+    }
+
+    /// Whether `bytes`, in ASCII lowercase, equal `lowercase`.
+    private static func equal(_ bytes: Substring.UTF8View, _ lowercase: StaticString) -> Bool {
+        bytes.count == lowercase.utf8CodeUnitCount && starts(bytes, with: lowercase)
+    }
+
+    /// Whether `bytes`, in ASCII lowercase, start with `lowercase`.
+    private static func starts(_ bytes: Substring.UTF8View, with lowercase: StaticString) -> Bool {
+        guard bytes.count >= lowercase.utf8CodeUnitCount else { return false }
+        return lowercase.withUTF8Buffer { expected in
+            zip(bytes, expected).allSatisfy { asciiLowercase($0) == $1 }
+        }
+    }
+
+    /// Whether `bytes`, in ASCII lowercase, end with `lowercase`.
+    private static func ends(_ bytes: Substring.UTF8View, with lowercase: StaticString) -> Bool {
+        guard bytes.count >= lowercase.utf8CodeUnitCount else { return false }
+        return lowercase.withUTF8Buffer { expected in
+            zip(bytes.suffix(expected.count), expected).allSatisfy { asciiLowercase($0) == $1 }
+        }
+    }
+
+    private static func asciiLowercase(_ byte: UInt8) -> UInt8 {
+        byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
     }
 }
 
@@ -190,7 +222,8 @@ public struct ConveyorTransport: ClientTransport {
 public struct OperationOptions: Sendable {
     /// How a response body reaches the generated client.
     public enum ResponseBody: Sendable {
-        /// Buffered for an operation that accepts JSON or text, streamed for any other.
+        /// Buffered for an operation that accepts only JSON, form data or text (but not
+        /// `text/event-stream`), streamed for any other.
         case automatic
         /// Read whole first, under the client's `maxResponseSize`; the cache and de-duplication
         /// apply, and the behaviors' ending hook has run when the generated call returns.

@@ -1,6 +1,6 @@
 import Conveyor
 import ConveyorAsyncHTTPClient
-import ConveyorOpenAPI
+@testable import ConveyorOpenAPI
 import ConveyorTesting
 import Foundation
 #if canImport(FoundationNetworking)
@@ -333,5 +333,19 @@ func waitFor(_ condition: () async -> Bool) async throws {
             return
         }
         try await Task.sleep(for: .milliseconds(10))
+    }
+}
+
+/// Which operations' responses `.automatic` buffers: those that accept JSON or text only.
+@Suite struct OpenAPIAcceptTests {
+    @Test(arguments: [
+        (nil, true), ("application/json", true), ("Application/JSON; charset=utf-8", true),
+        ("application/problem+json", true), ("text/plain, application/json;q=0.5", true), ("", true), (" , ", true),
+        ("application/octet-stream", false), ("application/json, application/octet-stream", false),
+        ("application/jsonx", false), ("text", false), ("*/*", false), ("multipart/form-data", false),
+        ("application/x-www-form-urlencoded", true), ("\tTEXT/EVENT-STREAM\t", false), ("text/html", true),
+    ] as [(String?, Bool)])
+    func acceptsTextual(accept: String?, textual: Bool) {
+        #expect(ConveyorTransport.acceptsTextual(accept) == textual)
     }
 }
