@@ -117,8 +117,12 @@ public struct ConveyorTransport: ClientTransport {
     func makeRequest(
         _ request: HTTPTypes.HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String, options: OperationOptions?
     ) async throws -> Request<Conveyor.HTTPResponse> {
-        var base = baseURL.absoluteString
-        while base.hasSuffix("/") { base.removeLast() }
+        // On the client's own base URL (the usual case) the path is relative: nothing to parse.
+        var base = ""
+        if baseURL != client.baseURL {
+            base = baseURL.absoluteString
+            while base.hasSuffix("/") { base.removeLast() }
+        }
         var headers = HTTPHeaders()
         for field in request.headerFields { headers.add(name: field.name.rawName, value: field.value) }
         var conveyorRequest = Request<Conveyor.HTTPResponse>(

@@ -111,21 +111,26 @@ func upstreamClient(http: HTTPClient, session: some TokenProvider & TokenRefresh
         return blocks
     }
 
-    @Test func everyExampleOfTheGuideIsCompiledHere() throws {
+    @Test(arguments: [
+        ("Docs/Integrations.md", "DocExamplesTests.swift", 6), ("Docs/OpenAPI.md", "OpenAPIGuideExamples.swift", 5),
+    ])
+    func everyExampleOfTheGuideIsCompiledHere(guide path: String, copies: String, count: Int) throws {
         let here = URL(fileURLWithPath: #filePath)
         let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        let guide = try String(contentsOf: root.appendingPathComponent("Docs/Integrations.md"), encoding: .utf8)
-        let compiled = try String(contentsOf: here, encoding: .utf8)
-            .split(separator: "\n", omittingEmptySubsequences: false)
-            .map { $0.trimmingCharacters(in: .whitespaces) }
+        let guide = try String(contentsOf: root.appendingPathComponent(path), encoding: .utf8)
+        let compiled = try String(
+            contentsOf: here.deletingLastPathComponent().appendingPathComponent(copies), encoding: .utf8
+        )
+        .split(separator: "\n", omittingEmptySubsequences: false)
+        .map { $0.trimmingCharacters(in: .whitespaces) }
         let blocks = Self.markedBlocks(of: guide)
-        #expect(blocks.count == 6)
+        #expect(blocks.count == count)
         for block in blocks {
             let found = compiled.indices.contains { start in
                 start + block.count <= compiled.count && Array(compiled[start..<start + block.count]) == block
             }
-            #expect(found, "this example of Docs/Integrations.md is not compiled in DocExamplesTests.swift:\n\(block.joined(separator: "\n"))")
+            #expect(found, "this example of \(path) is not compiled in \(copies):\n\(block.joined(separator: "\n"))")
         }
     }
 }

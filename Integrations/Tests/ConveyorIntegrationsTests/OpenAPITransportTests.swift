@@ -134,6 +134,20 @@ import TestServerAPI
         }
     }
 
+    @Test func aServerURLOtherThanTheClientsBaseURLIsUsedAsWritten() async throws {
+        try await LocalServer.withServer { server in
+            let conveyor = try Self.conveyor(server) { AuthTokenBehavior(tokens: InMemoryTokenStore(token: "valid")) }
+            // The same origin, written with a trailing slash: the URL is built from it, not from
+            // the client's base URL, and the token still goes (same origin).
+            let slashed = try #require(URL(string: server.baseURL.absoluteString + "/"))
+            #expect(slashed != conveyor.baseURL)
+            let api = Client(serverURL: slashed, transport: ConveyorTransport(client: conveyor))
+            let echo = try await api.echo(body: .json(.init(message: "hi"))).ok.body.json
+            #expect(echo.path == "/echo")
+            #expect(echo.headers.additionalProperties["authorization"] == "Bearer valid")
+        }
+    }
+
     @Test func anUndocumentedStatusIsReturnedNotThrown() async throws {
         try await LocalServer.withServer { server in
             let api = Self.api(try Self.conveyor(server))
