@@ -59,7 +59,9 @@ public struct SensitiveHeaders: Sendable, Hashable {
     /// Whether a header with this name carries a credential: listed, or one by meaning.
     /// - Parameter name: The field name, in any case.
     public func contains(_ name: String) -> Bool {
-        isListed(name) || Self.isCredentialByMeaning(name)
+        // Every built-in name is one by meaning (SensitiveHeaderTests pins it), so only the
+        // added names need a lookup of their own.
+        Self.isCredentialByMeaning(name) || added.contains(where: { HTTPHeaders.namesEqual($0, name) })
     }
 
     /// Whether the name is one of ``names``, without the by-meaning rule: for a body field or
@@ -80,6 +82,16 @@ public struct SensitiveHeaders: Sendable, Hashable {
         credentialWords.filter { $0[0] == UInt8(byte) }
     }
 
+    /// The letters of each of ``credentialWords``, one bit per letter `a`–`z`.
+    private static let wordLetterMasks: [UInt32] = credentialWords.map(letterMask)
+
+    /// One bit per lowercase letter `a`–`z` that `bytes` contain.
+    private static func letterMask(_ bytes: some Sequence<UInt8>) -> UInt32 {
+        var mask: UInt32 = 0
+        for byte in bytes where byte &- UInt8(ascii: "a") < 26 { mask |= 1 << UInt32(byte &- UInt8(ascii: "a")) }
+        return mask
+    }
+
     /// Whether a name holds one of ``credentialWords`` once lowercased and without `-`, `_`, `.`.
     package static func isCredentialByMeaning(_ name: String) -> Bool {
         let count = name.utf8.count
@@ -98,6 +110,9 @@ public struct SensitiveHeaders: Sendable, Hashable {
             }
             guard length >= 4 else { return false }
             let folded = UnsafeBufferPointer(rebasing: buffer[..<length])
+            // Most names (Content-Type, Date) lack a letter of every word: no search then.
+            let letters = letterMask(folded)
+            guard wordLetterMasks.contains(where: { $0 & letters == $0 }) else { return false }
             // Every word starts with one of a few letters: look only where one of them is.
             for start in 0..<length - 3 {
                 for word in wordsByFirstLetter[Int(folded[start])] where start + word.count <= length {

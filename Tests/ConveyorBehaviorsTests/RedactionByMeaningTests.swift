@@ -73,4 +73,43 @@ import Testing
         }
         #expect(!redactor.hides(header: "X-Request-ID"))
     }
+
+    /// `SensitiveHeaders.contains` looks up only the added names itself: every built-in one must
+    /// be a credential by meaning, in every spelling.
+    @Test func everyBuiltInNameIsACredentialByMeaning() {
+        for name in SensitiveHeaders.builtIn {
+            for spelling in [name, name.lowercased(), name.uppercased(), name.replacingOccurrences(of: "-", with: "_")] {
+                #expect(SensitiveHeaders.isCredentialByMeaning(spelling), "\(spelling)")
+                #expect(SensitiveHeaders.standard.contains(spelling), "\(spelling)")
+            }
+        }
+        let added = SensitiveHeaders.standard.adding(["X-Ssn"])
+        #expect(added.contains("x-ssn") && !SensitiveHeaders.standard.contains("X-Ssn"))
+        for plain in ["Content-Type", "Date", "Server", "Content-Length", "ETag", "Cache-Control", "X-Request-ID", "Vary"] {
+            #expect(!SensitiveHeaders.standard.contains(plain), "\(plain)")
+        }
+    }
+
+    /// The letter pre-check never hides a word: generated names that embed a word, at any place
+    /// and in any case, with separators, are found; names that lack a letter of every word are not.
+    @Test func theLetterPrecheckAgreesWithASearch() {
+        var generator = SplitMix64(state: 27)
+        let words = ["token", "auth", "secret", "session", "cookie", "password", "passwd", "signature", "credential",
+            "apikey", "accesskey", "privatekey", "csrf", "xsrf"]
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_.0123456789")
+        for _ in 0..<3000 {
+            var name = ""
+            for _ in 0..<Int(generator.next() % 24) { name.append(alphabet[Int(generator.next() % UInt64(alphabet.count))]) }
+            let folded = String(name.lowercased().filter { !"-_.".contains($0) })
+            let expected = words.contains { folded.contains($0) }
+            #expect(SensitiveHeaders.isCredentialByMeaning(name) == expected, "\(name)")
+            let word = words[Int(generator.next() % UInt64(words.count))]
+            let cut = name.index(name.startIndex, offsetBy: name.isEmpty ? 0 : Int(generator.next() % UInt64(name.count)))
+            let head = String(name[name.startIndex..<cut])
+            let tail = String(name[cut..<name.endIndex])
+            let spelled = generator.next() % 2 == 0 ? word.uppercased() : word
+            let embedded = head + spelled + tail
+            #expect(SensitiveHeaders.isCredentialByMeaning(embedded), "\(embedded)")
+        }
+    }
 }
