@@ -12,7 +12,8 @@
 //       conveyor, peer; the order flips every round): the median of each round's ratio
 //   openapi-bench <scenario> <requests>
 //       one scenario N times, for callgrind: BIN=openapi-bench bash Benchmarks/loopback-instructions.sh
-//       (scenarios: oapi-conveyor-urlsession oapi-peer-urlsession oapi-conveyor-ahc oapi-peer-ahc)
+//       (scenarios: oapi-conveyor-urlsession oapi-peer-urlsession oapi-conveyor-ahc oapi-peer-ahc, and
+//       oapi-conveyor-urlsession-streamed oapi-conveyor-ahc-streamed: the JSON response streamed)
 //   openapi-bench transfer [bytes]
 //       the generated downloadBytes and uploadBytes of `bytes` (1 GiB by default) through
 //       ConveyorTransport on each client, streamed both ways: time and peak resident memory
@@ -34,7 +35,11 @@ import TestServerAPI
     import FoundationNetworking
 #endif
 
-let scenarios = ["oapi-conveyor-urlsession", "oapi-peer-urlsession", "oapi-conveyor-ahc", "oapi-peer-ahc"]
+let scenarios = [
+    "oapi-conveyor-urlsession", "oapi-peer-urlsession", "oapi-conveyor-ahc", "oapi-peer-ahc",
+    // ConveyorTransport with the JSON response streamed instead of buffered (what `.automatic` saves).
+    "oapi-conveyor-urlsession-streamed", "oapi-conveyor-ahc-streamed",
+]
 let token = "cached-token-0123456789"
 
 // MARK: - The peer's middlewares
@@ -106,7 +111,9 @@ struct Clients {
     let http: HTTPClient?
 }
 
-func makeClients(base: URL, ahc: Bool) throws -> Clients {
+func makeClients(base: URL, ahc: Bool, streamed: Bool = false) throws -> Clients {
+    let operations: [String: OperationOptions] =
+        streamed ? [Operations.getStatus.id: OperationOptions(responseBody: .streamed)] : [:]
     let middlewares: [any ClientMiddleware] = [BearerMiddleware(store: TokenBox()), RetryMiddleware()]
     let behaviors: [any RequestBehavior] = [
         AuthTokenBehavior(tokens: InMemoryTokenStore(token: token) { _ in token }), RetryBehavior(),
@@ -117,7 +124,7 @@ func makeClients(base: URL, ahc: Bool) throws -> Clients {
             baseURL: base, transport: try ConveyorAsyncHTTPClient.AsyncHTTPClientTransport(client: http)
         ) { behaviors }
         return Clients(
-            conveyor: Client(serverURL: base, transport: ConveyorTransport(client: network)),
+            conveyor: Client(serverURL: base, transport: ConveyorTransport(client: network, operations: operations)),
             peer: Client(
                 serverURL: base, transport: OpenAPIAsyncHTTPClient.AsyncHTTPClientTransport(configuration: .init(client: http)),
                 middlewares: middlewares),
@@ -128,7 +135,7 @@ func makeClients(base: URL, ahc: Bool) throws -> Clients {
     }
     let session = URLSession(configuration: .ephemeral)
     return Clients(
-        conveyor: Client(serverURL: base, transport: ConveyorTransport(client: network)),
+        conveyor: Client(serverURL: base, transport: ConveyorTransport(client: network, operations: operations)),
         peer: Client(
             serverURL: base, transport: OpenAPIURLSession.URLSessionTransport(configuration: .init(session: session)),
             middlewares: middlewares),
@@ -222,7 +229,7 @@ func median(_ values: [Double]) -> Double {
 func scenario(_ name: String, _ count: Int) async throws {
     let (base, server) = try serverBase()
     defer { server?.terminate() }
-    let clients = try makeClients(base: base, ahc: name.hasSuffix("ahc"))
+    let clients = try makeClients(base: base, ahc: name.contains("ahc"), streamed: name.hasSuffix("streamed"))
     let client = name.contains("conveyor") ? clients.conveyor : clients.peer
     for _ in 0..<count { try await call(client) }
     try await clients.http?.shutdown()
