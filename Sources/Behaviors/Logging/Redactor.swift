@@ -84,7 +84,7 @@ public struct Redactor: Sendable {
     }
 
     /// The header value to show.
-    func value(of field: HTTPHeaders.Field, sensitive: SensitiveHeaders = .standard) -> String {
+    package func value(of field: HTTPHeaders.Field, sensitive: SensitiveHeaders = .standard) -> String {
         hides(header: field.name, sensitive: sensitive) ? "***" : field.value
     }
 
@@ -236,7 +236,7 @@ public struct Redactor: Sendable {
     /// headers (the whole value and, after a scheme such as `Bearer`, the credential alone; each
     /// cookie's value), the URL's user and password, the values of hidden query and fragment
     /// items, and of hidden form fields, and every string and scalar under a hidden JSON key.
-    func secretValues(in request: HTTPRequest) -> [String] {
+    package func secretValues(in request: HTTPRequest) -> [String] {
         let sensitive = request.sensitiveHeaders
         let hidesField = { (name: String) in self.hides(field: name, sensitive: sensitive) }
         var values = request.headers.credentialValues { self.hides(header: $0, sensitive: sensitive) }

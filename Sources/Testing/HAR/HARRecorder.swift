@@ -1,0 +1,263 @@
+public import ConveyorBehaviors
+public import ConveyorPipeline
+public import Foundation
+
+/// Collects exchanges as a HAR 1.2 archive (what browsers' devtools, Charles and Proxyman open),
+/// redacted by the rules of Conveyor's logs, and writes it to a file after every exchange.
+///
+/// Record through a ``HARRecordingTransport`` (every exchange the transport makes: each attempt,
+/// as sent) or a ``HARRecordingBehavior`` (each attempt where the behavior sits in the chain),
+/// and replay the file with ``HARReplayTransport``:
+///
+/// ```swift
+/// let recorder = HARRecorder(file: URL(fileURLWithPath: "/tmp/session.har"))
+/// let client = NetworkClient(
+///     baseURL: URL(string: "https://api.example.com")!,
+///     transport: HARRecordingTransport(wrapping: URLSessionTransport.shared, recorder: recorder))
+/// ```
+///
+/// - **Redacted like logs.** Every header a ``Redactor`` hides (credentials by name and by
+///   meaning, the client's ``SensitiveHeaders``) is `***`; so are hidden query items and URL
+///   user info, and the values of hidden form fields and JSON keys in bodies. Every credential
+///   value the request carried is scrubbed from everything else recorded (the response's body and
+///   headers included), in the encodings a server may echo it in.
+/// - **Bounded.** A body is read up to ``maxBodySize`` bytes: a longer one is cut there, with a
+///   HAR `comment` saying so; bytes that are not UTF-8 text are kept as base64 when they fit
+///   whole, else left out with a note. A body streamed to a file or to the caller
+///   (``NetworkClient/download(_:to:maxSize:)``, ``NetworkClient/stream(_:)``) is not recorded.
+/// - **Timings** come from the transport where it measures them (``HTTPResponse/timings``);
+///   otherwise the whole exchange counts as `wait`.
+public final class HARRecorder: Sendable {
+    /// Where the archive is written after every exchange, if anywhere.
+    public let file: URL?
+    /// The redaction rules (the ones your `LoggingBehavior` uses, for the same result).
+    public let redactor: Redactor
+    /// The most bytes of a body that are recorded.
+    public let maxBodySize: Int
+
+    private let state = Locked(State())
+
+    private struct State {
+        var entries: [HARFile.Entry] = []
+        var writeError: String?
+    }
+
+    /// Creates a recorder.
+    /// - Parameters:
+    ///   - file: Where to write the archive after every exchange (replaced each time, in one
+    ///     rename); `nil` to keep it in memory (``data()``).
+    ///   - redactor: The redaction rules; the defaults hide every credential Conveyor knows.
+    ///   - maxBodySize: The most bytes of a body recorded; 256 KiB by default.
+    public init(file: URL? = nil, redactor: Redactor = Redactor(), maxBodySize: Int = 256 * 1024) {
+        self.file = file
+        self.redactor = redactor
+        self.maxBodySize = max(0, maxBodySize)
+    }
+
+    /// How many exchanges were recorded.
+    public var entryCount: Int { state.withLock { $0.entries.count } }
+
+    /// Why the last write to ``file`` failed, if it did (recording never fails a request).
+    public var lastWriteError: String? { state.withLock { $0.writeError } }
+
+    /// The archive so far, as HAR 1.2 JSON.
+    public func data() throws -> Data {
+        let entries = state.withLock { $0.entries }
+        let archive = HARFile(
+            log: .init(creator: .init(name: "Conveyor", version: "1"), entries: entries, _conveyorBodyLimit: maxBodySize))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return try encoder.encode(archive)
+    }
+
+    /// Writes the archive so far to `url` (atomically).
+    /// - Parameter url: A `file:` URL.
+    public func write(to url: URL) throws {
+        try data().write(to: url, options: .atomic)
+    }
+
+    /// Records one exchange: the request as sent and its response, or the error it failed with.
+    func record(
+        _ request: HTTPRequest, outcome: Result<HTTPResponse, NetworkError>, started: Date, elapsed: Duration, streamed: Bool
+    ) {
+        let entry = makeEntry(request, outcome: outcome, started: started, elapsed: elapsed, streamed: streamed)
+        state.withLock { $0.entries.append(entry) }
+        guard let file else { return }
+        do {
+            try write(to: file)
+            state.withLock { $0.writeError = nil }
+        } catch {
+            state.withLock { $0.writeError = "the archive could not be written to \(file.lastPathComponent)" }
+        }
+    }
+
+    func makeEntry(
+        _ request: HTTPRequest, outcome: Result<HTTPResponse, NetworkError>, started: Date, elapsed: Duration, streamed: Bool
+    ) -> HARFile.Entry {
+        let sensitive = request.sensitiveHeaders
+        let secrets = redactor.secretValues(in: request)
+        let scrub = { (text: String) in secrets.isEmpty ? text : self.redactor.scrub(text, secrets) }
+        let url = redactor.redact(request.url)
+        var postData: HARFile.PostData?
+        var requestComment: String?
+        if let body = request.body {
+            let recorded = HARBody.make(
+                body, contentType: request.headers["Content-Type"], limit: maxBodySize, redactor: redactor, secrets: secrets)
+            postData = HARFile.PostData(
+                mimeType: request.headers["Content-Type"] ?? "", text: recorded.text ?? "", comment: recorded.comment,
+                _encoding: recorded.encoding,
+                _conveyorDigest: HARBody.digest(
+                    body, contentType: request.headers["Content-Type"], limit: maxBodySize, redactor: redactor))
+        } else if let stream = request.bodyStream {
+            requestComment = "a streamed body of \(stream.length.map { "\($0) bytes" } ?? "unknown length"): not recorded"
+        }
+        let harRequest = HARFile.Request(
+            method: request.method.rawValue, url: url,
+            headers: request.headers.map { .init(name: $0.name, value: scrub(redactor.value(of: $0, sensitive: sensitive))) },
+            queryString: Self.queryItems(of: url),
+            postData: postData, bodySize: request.body?.count ?? Int(request.bodyStream?.length ?? 0),
+            comment: requestComment)
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        switch outcome {
+        case .success(let response):
+            let contentType = response.headers["Content-Type"]
+            let recorded = HARBody.make(
+                response.body, contentType: contentType, limit: maxBodySize, redactor: redactor, secrets: secrets)
+            let timings = HARFile.Timings(response.timings, elapsed: elapsed)
+            let harResponse = HARFile.Response(
+                status: response.status, statusText: "",
+                headers: response.headers.map {
+                    .init(name: $0.name, value: scrub(redactor.value(of: $0, sensitive: sensitive)))
+                },
+                content: .init(
+                    size: response.timings?.responseBodyBytes ?? response.body.count, mimeType: contentType ?? "",
+                    text: recorded.text, encoding: recorded.encoding,
+                    comment: streamed ? "the body went to a file or the caller as it arrived: not recorded" : recorded.comment),
+                redirectURL: response.headers["Location"].map(scrub) ?? "",
+                bodySize: response.body.count)
+            return HARFile.Entry(
+                startedDateTime: iso.string(from: started), time: timings.total, request: harRequest, response: harResponse,
+                timings: timings)
+        case .failure(let error):
+            let wait = HARFile.Timings(nil, elapsed: elapsed)
+            return HARFile.Entry(
+                startedDateTime: iso.string(from: started), time: wait.total, request: harRequest,
+                response: HARFile.Response(
+                    status: 0, statusText: "", headers: [], content: .init(size: 0, mimeType: ""), redirectURL: "",
+                    bodySize: -1, comment: "no response: \(scrub(error.description))"),
+                timings: wait, comment: "the exchange failed: \(error.name)", _conveyorError: error.name)
+        }
+    }
+
+    /// The query items of a (redacted) URL, percent-decoded, in order.
+    static func queryItems(of url: String) -> [HARFile.NameValue] {
+        guard let items = URLComponents(string: url)?.queryItems else { return [] }
+        return items.map { HARFile.NameValue(name: $0.name, value: $0.value ?? "") }
+    }
+}
+
+/// A transport that records every exchange of the transport it wraps into a ``HARRecorder``:
+/// each attempt as it went on the wire (after every behavior), with its response or failure.
+///
+/// ```swift
+/// let recorder = HARRecorder(file: URL(fileURLWithPath: "/tmp/session.har"))
+/// let transport = HARRecordingTransport(wrapping: URLSessionTransport.shared, recorder: recorder)
+/// ```
+/// Streaming stays streaming: a body the client streams to a file or to the caller passes
+/// through unrecorded (the entry says so).
+public struct HARRecordingTransport: StreamingHTTPTransport {
+    /// The transport that sends.
+    public let wrapped: any HTTPTransport
+    /// Where exchanges go.
+    public let recorder: HARRecorder
+
+    /// Wraps a transport.
+    /// - Parameters:
+    ///   - wrapped: The transport that sends.
+    ///   - recorder: Where exchanges go.
+    public init(wrapping wrapped: any HTTPTransport, recorder: HARRecorder) {
+        self.wrapped = wrapped
+        self.recorder = recorder
+    }
+
+    /// The wrapped transport's.
+    public var honorsCancellation: Bool { wrapped.honorsCancellation }
+
+    /// Sends through the wrapped transport and records the exchange.
+    /// - Parameters:
+    ///   - request: The attempt.
+    ///   - transfer: Where a streamed body goes, if anywhere.
+    /// - Returns: The wrapped transport's response.
+    /// - Throws: What the wrapped transport throws.
+    public func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
+        let started = Date()
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            let response: HTTPResponse
+            if let streaming = wrapped as? any StreamingHTTPTransport {
+                response = try await streaming.send(request, transfer: transfer)
+            } else {
+                response = try await wrapped.send(request)
+            }
+            recorder.record(
+                request, outcome: .success(response), started: started, elapsed: clock.now - start,
+                streamed: transfer?.takesBodies ?? false)
+            return response
+        } catch {
+            recorder.record(
+                request, outcome: .failure(NetworkError(transportError: error)), started: started, elapsed: clock.now - start,
+                streamed: false)
+            throw error
+        }
+    }
+}
+
+/// A behavior that records each attempt into a ``HARRecorder`` as it passes this behavior: for
+/// an app that wants a capture of what it sent and received, whatever its transport. Put it last
+/// to record attempts as the transport gets them (every other behavior's headers included,
+/// redacted).
+///
+/// ```swift
+/// let capture = HARRecorder(file: FileManager.default.temporaryDirectory.appendingPathComponent("capture.har"))
+/// let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
+///     RetryBehavior()
+///     HARRecordingBehavior(recorder: capture)
+/// }
+/// ```
+public struct HARRecordingBehavior: AttemptIntercepting {
+    /// Where attempts go.
+    public let recorder: HARRecorder
+
+    /// Creates the behavior.
+    /// - Parameter recorder: Where attempts go.
+    public init(recorder: HARRecorder) { self.recorder = recorder }
+
+    /// Passes the attempt on and records it with its response or failure.
+    /// - Parameters:
+    ///   - request: The attempt.
+    ///   - context: The request's context.
+    ///   - next: The rest of the chain and the transport.
+    /// - Returns: The response from further in.
+    /// - Throws: What further in throws.
+    public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        let started = Date()
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            let response = try await next(request)
+            recorder.record(
+                request, outcome: .success(response), started: started, elapsed: clock.now - start,
+                streamed: context.streamsResponseBody)
+            return response
+        } catch {
+            recorder.record(
+                request, outcome: .failure(NetworkError(transportError: error)), started: started, elapsed: clock.now - start,
+                streamed: false)
+            throw error
+        }
+    }
+}

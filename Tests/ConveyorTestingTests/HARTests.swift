@@ -1,0 +1,304 @@
+import ConveyorTestSupport
+import ConveyorTesting
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// HAR record and replay: a session recorded against the local server replays offline with the
+/// same outcomes and hook traces; what cannot be replayed says why.
+@Suite struct HARTests {
+    struct Movie: Decodable, Sendable { var id: Int; var title: String }
+    struct Echo: Decodable, Sendable { var method: String; var path: String }
+    struct Attempts: Decodable, Sendable { var attempts: Int }
+    struct Count: Decodable, Sendable { var count: Int }
+
+    static func temporaryFile(_ name: String) -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("har-\(UUID().uuidString)-\(name).har")
+    }
+
+    /// A client as an app would make it: a token refreshed on 401, retries, a cache, and a spy.
+    static func client(base: URL, transport: any HTTPTransport, recorder: HookRecorder) -> NetworkClient {
+        let tokens = InMemoryTokenStore(token: "tok-3f9a-SECRET") { _ in "valid" }
+        return NetworkClient(baseURL: base, transport: transport, configuration: .init(clock: ImmediateClock())) {
+            RecordingBehavior("spy", recorder: recorder)
+            AuthTokenBehavior(tokens: tokens, refresher: tokens)
+            RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
+            CacheBehavior()
+        }
+    }
+
+    /// The session: every outcome as text (secrets the server echoes are left out: a recording
+    /// redacts them, by design).
+    static func session(_ client: NetworkClient, name: String) async -> [String] {
+        var outcomes: [String] = []
+        func run(_ label: String, _ body: () async throws -> String) async {
+            do {
+                outcomes.append("\(label): \(try await body())")
+            } catch let error as NetworkError {
+                let detail = error.status.map(String.init) ?? error.underlying.map { "\($0)" } ?? ""
+                outcomes.append("\(label) failed: \(error.name) \(detail)")
+            } catch {
+                outcomes.append("\(label) failed: \(error)")
+            }
+        }
+        await run("movies") {
+            let movies: [Movie] = try await client.get("/json/movies", query: ["page": 2])
+            return movies.map(\.title).joined(separator: ",")
+        }
+        await run("auth") {
+            let ok: [String: Bool] = try await client.get("/auth", query: ["token": "valid"])
+            return "\(ok)"
+        }
+        await run("flaky") {
+            let result: Attempts = try await client.get("/flaky/\(name)", query: ["failures": 1, "status": 503, "retryAfter": 0])
+            return "\(result.attempts)"
+        }
+        await run("echo") {
+            let echo = try await client.send(
+                Request<Echo>(method: .post, path: "/echo", body: .json(["user": "ann", "password": "pw-SECRET-77"])))
+            return "\(echo.method) \(echo.path)"
+        }
+        for round in 1...2 {
+            await run("cache \(round)") {
+                let count: Count = try await client.get("/cache/\(name)", query: ["cc": "public, max-age=60"])
+                return "\(count.count)"
+            }
+        }
+        await run("missing") {
+            let _: [String: Int] = try await client.get("/status/404")
+            return "?"
+        }
+        await run("text") { try await client.send(Request<String>(path: "/text")) }
+        await run("bytes") {
+            let bytes = try await client.send(Request<Data>(path: "/bytes", query: ["count": 300]))
+            return "\(bytes.count) bytes, sum \(bytes.reduce(0) { $0 + Int($1) })"
+        }
+        return outcomes
+    }
+
+    @Test func aSessionRecordedAgainstTheServerReplaysOfflineWithTheSameOutcomesAndHooks() async throws {
+        let file = Self.temporaryFile("session")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let name = "har-\(UUID().uuidString.prefix(8))"
+        let liveRecorder = HookRecorder()
+        let server = try await LocalServer.start()
+        let base = server.baseURL
+        let har = HARRecorder(file: file)
+        let live = await Self.session(
+            Self.client(
+                base: base,
+                transport: HARRecordingTransport(wrapping: URLSessionTransport(configuration: .ephemeral), recorder: har),
+                recorder: liveRecorder),
+            name: name)
+        await server.stopAndWait()
+        #expect(har.lastWriteError == nil)
+        #expect(live.contains("auth: [\"ok\": true]"))
+        #expect(live.contains("flaky: 2"))
+        #expect(live.contains("cache 2: 1"))  // the second from the cache: never recorded
+        #expect(live.contains("missing failed: unacceptableStatus 404"))
+
+        // Offline: the server is gone; the file answers.
+        let replay = try HARReplayTransport(contentsOf: file)
+        let replayRecorder = HookRecorder()
+        let replayed = await Self.session(Self.client(base: base, transport: replay, recorder: replayRecorder), name: name)
+        #expect(replayed == live)
+        #expect(replayRecorder.trace == liveRecorder.trace)
+        #expect(replayRecorder.events.map(\.attempt) == liveRecorder.events.map(\.attempt))
+        #expect(replay.usedEntryCount == replay.entryCount)
+        #expect(replay.entryCount == 10)  // 1 + 2 (401, 200) + 2 (503, 200) + 1 + 1 (the second from the cache) + 1 + 1 + 1
+
+        // Nothing secret in the file: the expired and the refreshed token, the password.
+        let text = String(decoding: try Data(contentsOf: file), as: UTF8.self)
+        for secret in ["tok-3f9a-SECRET", "Bearer valid", "pw-SECRET-77"] {
+            #expect(!text.contains(secret), "\(secret)")
+        }
+        #expect(text.contains(#"\"password\":\"***\""#))
+        try Self.checkHAR12(try Data(contentsOf: file))
+    }
+
+    /// The fields HAR 1.2 requires, with the types it gives them (what devtools need to open it).
+    static func checkHAR12(_ data: Data) throws {
+        let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let log = try #require(root["log"] as? [String: Any])
+        #expect(log["version"] as? String == "1.2")
+        let creator = try #require(log["creator"] as? [String: Any])
+        #expect(creator["name"] is String && creator["version"] is String)
+        let entries = try #require(log["entries"] as? [[String: Any]])
+        #expect(!entries.isEmpty)
+        let iso = ISO8601DateFormatter()
+        iso.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for entry in entries {
+            #expect((entry["startedDateTime"] as? String).flatMap(iso.date(from:)) != nil)
+            #expect(entry["time"] is NSNumber && entry["cache"] is [String: Any])
+            let request = try #require(entry["request"] as? [String: Any])
+            for key in ["method", "url", "httpVersion"] { #expect(request[key] is String, "request.\(key)") }
+            for key in ["cookies", "headers", "queryString"] { #expect(request[key] is [Any], "request.\(key)") }
+            for key in ["headersSize", "bodySize"] { #expect(request[key] is NSNumber, "request.\(key)") }
+            let response = try #require(entry["response"] as? [String: Any])
+            for key in ["statusText", "httpVersion", "redirectURL"] { #expect(response[key] is String, "response.\(key)") }
+            for key in ["status", "headersSize", "bodySize"] { #expect(response[key] is NSNumber, "response.\(key)") }
+            for key in ["cookies", "headers"] { #expect(response[key] is [Any], "response.\(key)") }
+            let content = try #require(response["content"] as? [String: Any])
+            #expect(content["size"] is NSNumber && content["mimeType"] is String)
+            let timings = try #require(entry["timings"] as? [String: Any])
+            for key in ["send", "wait", "receive"] {
+                #expect(((timings[key] as? NSNumber)?.doubleValue ?? -1) >= 0, "timings.\(key)")
+            }
+        }
+    }
+
+    /// A recording made with a mock: one entry per reply.
+    static func recording(_ replies: [(String, MockTransport.Reply)], maxBodySize: Int = 256 * 1024) async throws -> Data {
+        let mock = MockTransport()
+        for (_, reply) in replies { mock.enqueue(reply) }
+        let har = HARRecorder(maxBodySize: maxBodySize)
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.example.com")!, transport: HARRecordingTransport(wrapping: mock, recorder: har))
+        for (path, _) in replies { _ = try? await client.send(Request<Data>(path: path)) }
+        return try har.data()
+    }
+
+    @Test func anUnmatchedRequestSaysWhichEntriesCameClosestAndWhy() async throws {
+        let data = try await Self.recording([("/movies?page=2", .text("two")), ("/shows", .text("shows"))])
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.example.com")!, transport: try HARReplayTransport(data: data))
+        do {
+            _ = try await client.send(Request<Data>(path: "/movies", query: ["page": 3]))
+            Issue.record("an unrecorded request was answered")
+        } catch {
+            let unmatched = try #require(error.underlying as? HARReplayTransport.Unmatched)
+            #expect(unmatched.request == "GET https://api.example.com/movies?page=3")
+            #expect(unmatched.closest.first == "#1 GET https://api.example.com/movies?page=2: query differs (the request has page=3) (the entry has page=2)")
+            #expect(unmatched.closest.dropFirst().first?.contains("URL https://api.example.com/shows, not https://api.example.com/movies") == true)
+            #expect(error.description.contains("no recorded entry (of 2, strict) matches GET https://api.example.com/movies?page=3"))
+        }
+    }
+
+    @Test func strictReplaysInOrderOnceAndLenientInAnyOrderAgain() async throws {
+        let data = try await Self.recording([("/a?x=1&y=2", .text("A")), ("/b", .text("B"))])
+        let base = URL(string: "https://api.example.com")!
+        let strict = NetworkClient(baseURL: base, transport: try HARReplayTransport(data: data))
+        await #expect(throws: NetworkError.self) { try await strict.send(Request<String>(path: "/b")) }
+        #expect(try await strict.send(Request<String>(path: "/a?y=2&x=1")) == "A")  // query order does not matter
+        #expect(try await strict.send(Request<String>(path: "/b")) == "B")
+        do {
+            _ = try await strict.send(Request<String>(path: "/b"))
+            Issue.record("a strict replay answered an entry twice")
+        } catch {
+            #expect(error.description.contains("matches, but it is not next (already used)"))
+        }
+
+        let lenient = NetworkClient(baseURL: base, transport: try HARReplayTransport(data: data, mode: .lenient))
+        #expect(try await lenient.send(Request<String>(path: "/b")) == "B")
+        #expect(try await lenient.send(Request<String>(path: "/a?x=1&y=2")) == "A")
+        #expect(try await lenient.send(Request<String>(path: "/b")) == "B")
+    }
+
+    @Test func requestBodiesMatchAfterRedactionAndDifferencesAreNamed() async throws {
+        let mock = MockTransport()
+        mock.enqueue(.json(["ok": true]))
+        let har = HARRecorder()
+        let base = URL(string: "https://api.example.com")!
+        let recording = NetworkClient(baseURL: base, transport: HARRecordingTransport(wrapping: mock, recorder: har))
+        _ = try await recording.send(
+            Request<Data>(method: .post, path: "/login", body: .json(["user": "ann", "password": "pw-SECRET-1"])))
+        let data = try har.data()
+        #expect(!String(decoding: data, as: UTF8.self).contains("pw-SECRET-1"))
+        // Another password matches (both are ***); another user does not.
+        let replay = NetworkClient(baseURL: base, transport: try HARReplayTransport(data: data, mode: .lenient))
+        _ = try await replay.send(
+            Request<Data>(method: .post, path: "/login", body: .json(["user": "ann", "password": "other-password"])))
+        do {
+            _ = try await replay.send(
+                Request<Data>(method: .post, path: "/login", body: .json(["user": "bob", "password": "x"])))
+            Issue.record("a different body matched")
+        } catch {
+            #expect(error.description.contains("body differs from character"))
+        }
+    }
+
+    @Test func bodiesOverTheLimitAreCutWithANoteAndBinaryBodiesAreBase64() async throws {
+        let long = String(repeating: "abcdefghij", count: 100)
+        let binary = Data((0..<200).map { UInt8($0) } + [0xFF, 0xFE])
+        let data = try await Self.recording(
+            [("/long", .text(long)), ("/binary", .response(status: 200, headers: [:], body: binary)),
+             ("/big-binary", .response(status: 200, headers: [:], body: Data(repeating: 0xFF, count: 500)))],
+            maxBodySize: 300)
+        let archive = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        let entries = try #require((archive?["log"] as? [String: Any])?["entries"] as? [[String: Any]])
+        let contents = entries.compactMap { ($0["response"] as? [String: Any])?["content"] as? [String: Any] }
+        #expect(contents.count == 3)
+        #expect(contents[0]["comment"] as? String == "cut: the first 300 of 1000 bytes")
+        #expect((contents[0]["text"] as? String)?.hasPrefix(String(long.prefix(300))) == true)
+        #expect(contents[0]["size"] as? Int == 1000)
+        #expect(contents[1]["encoding"] as? String == "base64")
+        #expect(contents[1]["text"] as? String == binary.base64EncodedString())
+        #expect(contents[2]["text"] == nil)
+        #expect((contents[2]["comment"] as? String)?.contains("not UTF-8 text, over the 300-byte limit") == true)
+        // Replayed, the binary body is the same bytes.
+        let replay = NetworkClient(
+            baseURL: URL(string: "https://api.example.com")!, transport: try HARReplayTransport(data: data, mode: .lenient))
+        #expect(try await replay.send(Request<Data>(path: "/binary")) == binary)
+    }
+
+    @Test func anExchangeRecordedAsFailedReplaysAsTheSameKindOfFailure() async throws {
+        let har = HARRecorder()
+        // Port 1 on 127.0.0.1: nothing listens, the connection is refused.
+        let base = URL(string: "http://127.0.0.1:1")!
+        let live = NetworkClient(
+            baseURL: base, transport: HARRecordingTransport(wrapping: URLSessionTransport(configuration: .ephemeral), recorder: har))
+        var liveError: NetworkError?
+        do { _ = try await live.send(Request<Data>(path: "/x")) } catch { liveError = error }
+        #expect(liveError?.name == "connectionFailed")
+        let replay = NetworkClient(baseURL: base, transport: try HARReplayTransport(data: try har.data()))
+        do {
+            _ = try await replay.send(Request<Data>(path: "/x"))
+            Issue.record("a failed exchange replayed as a success")
+        } catch {
+            #expect(error.name == liveError?.name)
+        }
+    }
+
+    @Test func theModeComesFromOneEnvironmentVariable() throws {
+        #expect(try HARMode(environmentVariable: "APP_HAR", environment: [:]) == .live)
+        #expect(try HARMode(environmentVariable: "APP_HAR", environment: ["APP_HAR": ""]) == .live)
+        #expect(
+            try HARMode(environmentVariable: "APP_HAR", environment: ["APP_HAR": "record:/tmp/a.har"])
+                == .record(URL(fileURLWithPath: "/tmp/a.har")))
+        #expect(
+            try HARMode(environmentVariable: "APP_HAR", environment: ["APP_HAR": "replay:/tmp/a.har"])
+                == .replay(URL(fileURLWithPath: "/tmp/a.har"), .strict))
+        #expect(
+            try HARMode(environmentVariable: "APP_HAR", environment: ["APP_HAR": "replay-lenient:/tmp/a.har"])
+                == .replay(URL(fileURLWithPath: "/tmp/a.har"), .lenient))
+        for wrong in ["replay", "record:", "play:/tmp/a.har", "/tmp/a.har"] {
+            #expect(throws: HARFileError.self) { try HARMode(environmentVariable: "APP_HAR", environment: ["APP_HAR": wrong]) }
+        }
+        #expect(throws: HARFileError.self) {
+            try HARMode.replay(URL(fileURLWithPath: "/nonexistent/a.har"), .strict).transport(wrapping: MockTransport())
+        }
+    }
+
+    @Test func theBehaviorRecordsAttemptsWhereItSits() async throws {
+        let mock = MockTransport()
+        mock.enqueue(.status(503, headers: ["Retry-After": "0"]))
+        mock.enqueue(.json(["ok": true]))
+        let har = HARRecorder()
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.example.com")!, transport: mock, configuration: .init(clock: ImmediateClock())
+        ) {
+            RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
+            AuthTokenBehavior(tokens: InMemoryTokenStore(token: "tok-3f9a-SECRET"))
+            HARRecordingBehavior(recorder: har)
+        }
+        _ = try await client.send(Request<Data>(path: "/items"))
+        #expect(har.entryCount == 2)
+        let text = String(decoding: try har.data(), as: UTF8.self)
+        #expect(!text.contains("tok-3f9a-SECRET"))
+        #expect(text.contains("\"name\" : \"Authorization\""))
+        #expect(text.contains("\"status\" : 503"))
+    }
+}
