@@ -12,8 +12,9 @@ import Testing
 // place a user can put one (a bearer token, a custom auth header, X-API-Key, a header marked
 // sensitive, a cookie, URL user info, an `api_key` query item, a `password` form or JSON field),
 // a transport echoes all of them back in every encoding (raw, JSON-escaped, percent- and
-// form-encoded, cut in the middle), and every rendering the library produces is collected and
-// searched for each secret and for every 8-character piece of one.
+// form-encoded, cut in the middle), and every rendering the library produces (a HAR recording of
+// the exchanges included) is collected and searched for each secret and for every 8-character
+// piece of one.
 //
 // Replay: CONVEYOR_SECRETS_SEED=<seed> CONVEYOR_SECRETS_COUNT=1 swift test --filter SecretsHunt
 
@@ -149,8 +150,12 @@ struct Strict: Decodable { var id: Int }
         let sink = CollectingSink()
         let spy = ContextSpy()
         let previewLimit = [0, 16, 40, 64, 100, 300, 5000].randomElement(using: &rng) ?? 64
-        let transport = EchoingTransport(
+        let echoing = EchoingTransport(
             status: status, secrets: placed.filter { $0 != "fragment" }.map(secret), cut: Int.random(in: 0...200, using: &rng))
+        // Every exchange is also recorded as HAR (its size limit drawn like the preview's): the
+        // archive is one more rendering to search.
+        let har = HARRecorder(maxBodySize: [16, 64, 300, 5000, 256 * 1024].randomElement(using: &rng) ?? 64)
+        let transport = HARRecordingTransport(wrapping: echoing, recorder: har)
         let customHeader = ["X-Auth-Token", "X-Session-\(Int.random(in: 1...999, using: &rng))"].randomElement(using: &rng) ?? "X-Auth-Token"
         let markedHeader = "X-Marked-\(Int.random(in: 1...999, using: &rng))"
         let client = NetworkClient(baseURL: base, transport: transport, configuration: .init(clock: ImmediateClock())) {
@@ -237,8 +242,10 @@ struct Strict: Decodable { var id: Int }
         }
         if let context = spy.context.withLock({ $0 }) { render(context, "context") }
         renderings += sink.lines.withLock { $0 }.map { "log: \($0)" }
+        renderings.append("har: " + String(decoding: try har.data(), as: UTF8.self))
 
         var leaks: [String] = []
+        if har.entryCount != 1 { leaks.append("the HAR recorder saw \(har.entryCount) exchanges, not 1") }
         for name in placed {
             let value = secret(name)
             let pieces = [value] + (0...(value.count - 8)).map { start -> String in
