@@ -16,16 +16,16 @@ public import Foundation
 ///     transport: HARRecordingTransport(wrapping: URLSessionTransport.shared, recorder: recorder))
 /// ```
 ///
-/// - **Redacted like logs.** Every header a ``Redactor`` hides (credentials by name and by
-///   meaning, the client's ``SensitiveHeaders``) is `***`; so are hidden query items and URL
+/// - **Redacted like logs.** Every header a ``Conveyor/Redactor`` hides (credentials by name and by
+///   meaning, the client's ``Conveyor/SensitiveHeaders``) is `***`; so are hidden query items and URL
 ///   user info, and the values of hidden form fields and JSON keys in bodies. Every credential
 ///   value the request carried is scrubbed from everything else recorded (the response's body and
 ///   headers included), in the encodings a server may echo it in.
 /// - **Bounded.** A body is read up to ``maxBodySize`` bytes: a longer one is cut there, with a
 ///   HAR `comment` saying so; bytes that are not UTF-8 text are kept as base64 when they fit
 ///   whole, else left out with a note. A body streamed to a file or to the caller
-///   (``NetworkClient/download(_:to:maxSize:)``, ``NetworkClient/stream(_:)``) is not recorded.
-/// - **Timings** come from the transport where it measures them (``HTTPResponse/timings``);
+///   (``Conveyor/NetworkClient/download(_:to:maxSize:)``, ``Conveyor/NetworkClient/stream(_:)``) is not recorded.
+/// - **Timings** come from the transport where it measures them (``Conveyor/HTTPResponse/timings``);
 ///   otherwise the whole exchange counts as `wait`.
 public final class HARRecorder: Sendable {
     /// Where the archive is written after every exchange, if anywhere.

@@ -20,9 +20,9 @@ public import Foundation
 ///   first; when all matching entries were used, the last one answers again.
 /// - **No match** fails the attempt with ``Unmatched``, whose description lists the closest
 ///   recorded entries and why each did not match. The client sees
-///   ``NetworkError/transportFailed(_:)`` with it.
+///   ``Conveyor/NetworkError/transportFailed(_:)`` with it.
 /// - An entry recorded without a response (the exchange failed) fails the attempt with the same
-///   kind of ``NetworkError`` (``NetworkError/timedOut``, ``NetworkError/connectionFailed(_:)``…).
+///   kind of ``Conveyor/NetworkError`` (``Conveyor/NetworkError/timedOut``, ``Conveyor/NetworkError/connectionFailed(_:)``…).
 /// - Recorded bodies are what the recorder wrote: redacted values stay `***`, and a body cut at
 ///   the recorder's size limit is replayed cut (record fixtures with a large enough
 ///   ``HARRecorder/maxBodySize``).
@@ -90,7 +90,7 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
     /// The response of the entry `request` matches.
     /// - Parameter request: The attempt.
     /// - Returns: The recorded response.
-    /// - Throws: ``Unmatched`` when no entry matches; the recorded failure's ``NetworkError`` for
+    /// - Throws: ``Unmatched`` when no entry matches; the recorded failure's ``Conveyor/NetworkError`` for
     ///   an entry recorded without a response.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let wanted = Wanted(request, redactor: redactor, limit: bodyLimit)
