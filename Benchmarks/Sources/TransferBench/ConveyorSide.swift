@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import BenchSupport
 import Conveyor
 import ConveyorAsyncHTTPClient
 import Foundation
