@@ -49,6 +49,22 @@ package struct Deadline: Sendable {
         ClockInstant(clock: clock, instant: clock.now.advanced(by: duration))
     }
 
+    /// A deadline that moves: it passes when `idle` has gone by with no ``IdleActivity/touch()``
+    /// since it was made (an event stream that went quiet).
+    /// - Parameters:
+    ///   - idle: How long without activity; clamped like ``Duration/clampedForConveyor``.
+    ///   - clock: The clock to measure on.
+    package init(idle: Duration, on clock: any Clock<Duration>) {
+        end = Self.idleEnd(idle.clampedForConveyor, on: clock)
+    }
+
+    private static func idleEnd<C: Clock<Duration>>(_ idle: Duration, on clock: C) -> any DeadlineEnd {
+        IdleInstant(clock: clock, idle: idle)
+    }
+
+    /// What pushes an idle deadline back, or `nil` for a fixed one.
+    package var activity: (any IdleActivity)? { end as? any IdleActivity }
+
     /// Sleeps until the deadline; throws when the sleeping task is cancelled.
     func sleep() async throws { try await end.sleep() }
 
@@ -72,4 +88,49 @@ private final class ClockInstant<C: Clock<Duration>>: DeadlineEnd {
     }
     func sleep() async throws { try await clock.sleep(until: instant, tolerance: nil) }
     func hasPassed() -> Bool { clock.now >= instant }
+}
+
+/// Pushes an idle deadline back: bytes arrived.
+package protocol IdleActivity: Sendable {
+    /// Something happened now: the deadline is `idle` from now.
+    func touch()
+    /// While held, the deadline does not pass (the reader, not the server, is slow); releasing
+    /// it touches it.
+    func hold(_ held: Bool)
+}
+
+/// An idle deadline: `idle` after the last ``touch()``.
+private final class IdleInstant<C: Clock<Duration>>: DeadlineEnd, IdleActivity {
+    let clock: C
+    let idle: Duration
+    let last: Locked<(instant: C.Instant, held: Bool)>
+
+    init(clock: C, idle: Duration) {
+        self.clock = clock
+        self.idle = idle
+        self.last = Locked((clock.now, false))
+    }
+
+    func touch() {
+        let now = clock.now
+        last.withLock { $0.instant = now }
+    }
+
+    func hold(_ held: Bool) {
+        let now = clock.now
+        last.withLock { $0 = (now, held) }
+    }
+
+    func sleep() async throws {
+        while true {
+            let end = last.withLock { $0.instant }.advanced(by: idle)
+            try await clock.sleep(until: end, tolerance: nil)
+            if hasPassed() { return }
+        }
+    }
+
+    func hasPassed() -> Bool {
+        let (instant, held) = last.withLock { $0 }
+        return !held && clock.now >= instant.advanced(by: idle)
+    }
 }

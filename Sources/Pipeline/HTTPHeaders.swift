@@ -261,7 +261,7 @@ extension HTTPHeaders {
         } ?? string.utf8.allSatisfy(isTokenByte)
     }
 
-    private static func isValidValue(_ string: String) -> Bool {
+    package static func isValidValue(_ string: String) -> Bool {
         string.utf8.withContiguousStorageIfAvailable { bytes in
             for byte in bytes where !isValueByte(byte) { return false }
             return true

@@ -60,6 +60,8 @@ package struct RequestRunner: Sendable {
         decode: (HTTPResponse) throws -> Output
     ) async throws(NetworkError) -> Output {
         var attempt = 1
+        /// The first attempt since the taker last reconnected: the attempt cap counts from it.
+        var runStart = 1
         var began = false
         let timeout = request.timeout?.clampedForConveyor
         while true {
@@ -82,15 +84,28 @@ package struct RequestRunner: Sendable {
             // Nothing was sent and no `beforeSend` ran: no once-per-request hook follows.
             guard began else { throw failure }
             switch await afterFailedAttempt(
-                failure, response: response ?? failure.response, attempt: attempt, request: request, plan: plan,
-                context: context, timeout: timeout)
+                failure, response: response ?? failure.response, attempt: attempt - runStart + 1, request: request,
+                plan: plan, context: context, timeout: timeout)
             {
             case .retry:
                 attempt += 1
                 context.setAttempt(attempt)
+            case .reconnect:
+                attempt += 1
+                runStart = attempt
+                context.setAttempt(attempt)
             case .end(let final):
                 await plan.runAfterFailure(final, context: context)
                 throw final
+            case .succeed(let head):
+                do throws(NetworkError) {
+                    let output = try Self.decodeOutput(head, decode)
+                    if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(head, context: context) }
+                    return output
+                } catch {
+                    await plan.runAfterFailure(error, context: context)
+                    throw error
+                }
             }
         }
     }
@@ -99,17 +114,34 @@ package struct RequestRunner: Sendable {
     enum AfterFailure {
         /// Send the request again.
         case retry
+        /// Send the request again as a new run of attempts (the taker reconnects).
+        case reconnect
         /// The request ends with this error (`afterFailure` runs with it).
         case end(NetworkError)
+        /// The request ends as a success with this response (the taker stopped the transfer).
+        case succeed(HTTPResponse)
     }
 
-    /// Decides what follows a failed attempt: cancellation ends the request; otherwise the chain's
-    /// `retryDecision` is asked (under the request's timeout), and a retry waits its backoff.
+    /// Decides what follows a failed attempt: a taker that finished ends it as a success;
+    /// cancellation ends the request; a taker that decides (an event stream reconnecting) is
+    /// followed; otherwise the chain's `retryDecision` is asked (under the request's timeout), and
+    /// a retry waits its backoff. `attempt` counts from the last reconnect.
     func afterFailedAttempt(
         _ failure: NetworkError, response: HTTPResponse?, attempt: Int, request: HTTPRequest, plan: HookPlan,
         context: RequestContext, timeout: Duration?
     ) async -> AfterFailure {
+        let decided = context.transfer?.decision(after: failure)
+        if case .finish(let head) = decided { return .succeed(head) }
         if failure.isCancellation || Task.isCancelled || context.isCancelled { return .end(.cancelled) }
+        switch decided {
+        case .end(let error): return .end(error)
+        case .reconnect(let delay):
+            let wait = delay.clampedForConveyor
+            if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
+            if Task.isCancelled || context.isCancelled { return .end(.cancelled) }
+            return .reconnect
+        case .finish, nil: break
+        }
         guard attempt < attemptLimit, !plan.retryDecision.isEmpty else { return .end(failure) }
         var failure = failure
         let decision: RetryDecision
@@ -143,7 +175,15 @@ package struct RequestRunner: Sendable {
         let (cancelled, interruptible) = context.cancellationState
         if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
         if timeout == .zero { return .failed(.timedOut, nil) }  // no time at all: nothing is sent
-        let deadline = timeout.map { Deadline(after: $0, on: timeoutClock) }
+        let deadline: Deadline?
+        if let transfer = context.transfer, let idle = transfer.idleTimeout {
+            // An event stream: the attempt lasts while bytes keep coming.
+            let watched = Deadline(idle: idle, on: timeoutClock)
+            transfer.watch(watched.activity)
+            deadline = watched
+        } else {
+            deadline = timeout.map { Deadline(after: $0, on: timeoutClock) }
+        }
         let guarded = deadline != nil || interruptible
         let interrupter = interruptible ? context : nil
 
@@ -315,6 +355,7 @@ package struct RequestRunner: Sendable {
             if let transfer {
                 guard let streamingTransport else { return try await bufferedSend(request, transfer: transfer) }
                 received = try await streamingTransport.send(request, transfer: transfer)
+                try transfer.bodyEnded()
             } else if request.bodyStream != nil, streamingTransport == nil {
                 return try await bufferedSend(request, transfer: nil)
             } else {
@@ -349,7 +390,10 @@ package struct RequestRunner: Sendable {
             let size = stream.length ?? Int64(buffered.body?.count ?? 0)
             transfer.sent(size, of: size)
         }
-        return try await transfer?.deliver(received) ?? received
+        guard let transfer else { return received }
+        let delivered = try await transfer.deliver(received)
+        try transfer.bodyEnded()
+        return delivered
     }
 
     /// Asks the chain whether to retry; under a deadline as long as the request's timeout, and

@@ -90,6 +90,33 @@ package protocol ResponseBodyTaker: Sendable {
     var retryForbiddenReason: String? { get }
     /// Where a taken body's progress starts (bytes already on disk for a resumed download).
     var resumedBytes: Int64 { get }
+    /// How long an attempt may go without a byte before it times out (an event stream's idle
+    /// timeout); replaces the request's timeout. `nil` for none.
+    var idleTimeout: Duration? { get }
+    /// The transport returned: the body of this attempt ended. Throws to make that a failure
+    /// (an event stream the server ended must reconnect).
+    func bodyEnded() throws(NetworkError)
+    /// What follows a failed attempt, decided by the taker before the behaviors' retry
+    /// decisions: `nil` to let them decide, as for any request.
+    func decision(after failure: NetworkError) -> TakerDecision?
+}
+
+extension ResponseBodyTaker {
+    package var idleTimeout: Duration? { nil }
+    package func bodyEnded() throws(NetworkError) {}
+    package func decision(after failure: NetworkError) -> TakerDecision? { nil }
+}
+
+/// What a ``ResponseBodyTaker`` decides after a failed attempt.
+package enum TakerDecision: Sendable {
+    /// Send the request again after the delay, as a new run of attempts: the behaviors' retry
+    /// decisions are not asked, and the engine's attempt cap starts again.
+    case reconnect(after: Duration)
+    /// End the request with this error.
+    case end(NetworkError)
+    /// End the request as a success with this response (its body is empty): the taker got all
+    /// it wanted and stopped the transfer itself.
+    case finish(HTTPResponse)
 }
 
 /// One request's streaming and progress: where its response body goes as it arrives, and who
@@ -126,10 +153,36 @@ public final class TransferHandler: Sendable {
         weak var context: RequestContext?
     }
 
+    /// The taker's idle timeout, read once.
+    package let idleTimeout: Duration?
+    /// The current attempt's idle deadline, pushed back by every byte.
+    private let idleActivity = Locked<(any IdleActivity)?>(nil)
+
     package init(taker: (any ResponseBodyTaker)?, observers: [@Sendable (TransferProgress, RequestContext?) -> Void]) {
         self.taker = taker
         self.observers = observers
+        self.idleTimeout = taker?.idleTimeout
     }
+
+    /// The engine made an attempt's idle deadline: bytes push it back from now on.
+    package func watch(_ activity: (any IdleActivity)?) { idleActivity.withLock { $0 = activity } }
+
+    private func touch() {
+        guard idleTimeout != nil else { return }
+        idleActivity.withLock { $0 }?.touch()
+    }
+
+    /// Holds the idle deadline while the receiver, not the server, is slow.
+    private func hold(_ held: Bool) {
+        guard idleTimeout != nil else { return }
+        idleActivity.withLock { $0 }?.hold(held)
+    }
+
+    /// The transport returned for an attempt (see ``ResponseBodyTaker/bodyEnded()``).
+    package func bodyEnded() throws(NetworkError) { try taker?.bodyEnded() }
+
+    /// The taker's decision after a failed attempt (see ``ResponseBodyTaker/decision(after:)``).
+    package func decision(after failure: NetworkError) -> TakerDecision? { taker?.decision(after: failure) }
 
     /// Called once by the context that holds this transfer.
     func attach(_ context: RequestContext) { attached.withLock { $0.context = context } }
@@ -149,6 +202,7 @@ public final class TransferHandler: Sendable {
     public func takesBody(of head: HTTPResponse) throws(NetworkError) -> Bool {
         try FramingPolicy.check(head.headers)
         guard let taker else { return false }
+        touch()
         let taking = try taker.takesBody(of: head, attempt: attempt)
         let expected = head.headers["Content-Length"].flatMap { Int64($0) }
         let start = taking ? taker.resumedBytes : 0
@@ -166,7 +220,13 @@ public final class TransferHandler: Sendable {
     ///   is full); stop the transfer and rethrow it.
     public func receive(_ chunk: Data) async throws(NetworkError) {
         guard let taker else { return }
-        try await taker.receive(chunk)
+        if idleTimeout == nil {
+            try await taker.receive(chunk)
+        } else {
+            hold(true)
+            defer { hold(false) }
+            try await taker.receive(chunk)
+        }
         guard observesProgress else { return }
         let (bytes, expected) = download.withLock { state in
             state.bytes += Int64(chunk.count)

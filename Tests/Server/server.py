@@ -10,6 +10,7 @@ import json
 import re
 import zlib
 import os
+import random
 import signal
 import sys
 import threading
@@ -260,6 +261,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(200, {"ok": True})
             else:
                 self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
+        elif url.path == "/events":  # a numbered event stream, resumed from Last-Event-ID: events()
+            self.events(arg)
         elif url.path == "/hostile":  # a response with hostile bytes in one header: hostile()
             self.hostile(query.get("header", ["Date"])[0], int(query.get("variant", ["0"])[0]))
         elif url.path == "/trickle":  # the whole response a byte at a time: trickle()
@@ -502,6 +505,51 @@ class Handler(BaseHTTPRequestHandler):
         head += b"Cache-Control: max-age=60\r\n" + header.encode() + b": " + value + b"\r\n"
         head += b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
         self.wfile.write(head + (b"" if self.command == "HEAD" else body))
+
+    def events(self, arg):
+        """A text/event-stream of `count` numbered events (id and data are the number), resumed
+        after the Last-Event-ID the client sends; once every event was sent, a 204 (stop).
+        With `seed`, each connection sends a random 1-4 events and then drops, usually in the
+        middle of the next event, in writes cut at random bytes, with CR, LF and CRLF line ends.
+        With `token`, the request needs `Bearer <token>`, and from event `rotate_at` on
+        `Bearer <token>2` (the old token then gets a 401: the client must refresh)."""
+        count = int(arg("count", "10"))
+        seed = arg("seed")
+        last = self.headers.get("Last-Event-ID") or ""
+        start = int(last) + 1 if last.isdigit() else 1
+        token = arg("token")
+        if token is not None:
+            rotate_at = int(arg("rotate_at", "0"))
+            wanted = token + ("2" if rotate_at and start >= rotate_at else "")
+            if self.headers.get("Authorization") != "Bearer " + wanted:
+                self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
+                return
+        if start > count:
+            self.send(204)
+            return
+        rng = random.Random(f"{seed}:{start}") if seed else None
+        end = count if rng is None else min(count, start + rng.randrange(0, 4))
+        ending = [b"\n", b"\r", b"\r\n"]
+        body = b"retry: 0\n\n: numbered events\n"
+        for number in range(start, end + 1):
+            line_end = ending[rng.randrange(3)] if rng else b"\n"
+            body += b"id: %d%sdata: %d%s%s" % (number, line_end, number, line_end, line_end)
+        if rng and end < count:  # the next event, cut anywhere before its blank line
+            partial = b"id: %d\ndata: %d\n" % (end + 1, end + 1)
+            body += partial[: rng.randrange(len(partial))]
+        self.close_connection = True  # no length: the body ends when the connection does
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        try:
+            while body:
+                cut = rng.randrange(1, len(body) + 1) if rng else len(body)
+                self.wfile.write(body[:cut])
+                self.wfile.flush()
+                body = body[cut:]
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def trickle(self, size, interval, head):
         """A cacheable 200 of `size` bytes, written one byte every `interval` seconds: the body

@@ -1,13 +1,26 @@
 import ConveyorPipeline
 import Foundation
 
-/// A bounded, single-producer single-consumer queue of body chunks between a transfer and the
-/// code reading it. The producer waits while `capacity` bytes are queued (backpressure); the
-/// consumer waits while none are. Either side can leave: the consumer by ``close()``, the
-/// producer by ``finish(_:)``.
-final class ChunkChannel: Sendable {
+/// Something a ``BoundedChannel`` queues, weighed in bytes.
+protocol ChannelElement: Sendable {
+    /// About how many bytes it holds.
+    var channelWeight: Int { get }
+}
+
+extension Data: ChannelElement {
+    var channelWeight: Int { count }
+}
+
+/// A channel of body chunks.
+typealias ChunkChannel = BoundedChannel<Data>
+
+/// A bounded, single-producer single-consumer queue of body chunks (or events) between a
+/// transfer and the code reading it. The producer waits while `capacity` bytes are queued
+/// (backpressure); the consumer waits while none are. Either side can leave: the consumer by
+/// ``close()``, the producer by ``finish(_:)``.
+final class BoundedChannel<Element: ChannelElement>: Sendable {
     private struct State {
-        var chunks: [Data] = []
+        var chunks: [Element?] = []
         var head = 0
         var buffered = 0
         /// Set when the producer ended: `nil` error for a complete body.
@@ -16,6 +29,9 @@ final class ChunkChannel: Sendable {
         var consumer: CheckedContinuation<Void, Never>?
         var producer: CheckedContinuation<Void, Never>?
     }
+
+    private enum SendStep { case queued(CheckedContinuation<Void, Never>?), wait, closed }
+    private enum NextStep { case chunk(Element, CheckedContinuation<Void, Never>?), end(NetworkError?), wait }
 
     private let state = Locked(State())
     private let capacity: Int
@@ -35,15 +51,14 @@ final class ChunkChannel: Sendable {
     /// Queues a chunk, waiting while the queue is full.
     /// - Throws: ``NetworkError/cancelled`` when the consumer has left or the producer's task is
     ///   cancelled.
-    func send(_ chunk: Data) async throws(NetworkError) {
+    func send(_ chunk: Element) async throws(NetworkError) {
         while true {
             if Task.isCancelled { throw .cancelled }
-            enum Step { case queued(CheckedContinuation<Void, Never>?), wait, closed }
-            let step = state.withLock { state -> Step in
+            let step = state.withLock { state -> SendStep in
                 if state.closed { return .closed }
                 if state.buffered >= capacity && state.buffered > 0 { return .wait }
                 state.chunks.append(chunk)
-                state.buffered += chunk.count
+                state.buffered += chunk.channelWeight
                 defer { state.consumer = nil }
                 return .queued(state.consumer)
             }
@@ -81,19 +96,18 @@ final class ChunkChannel: Sendable {
     /// The next chunk, `nil` at the end of a complete body.
     /// - Throws: The error that ended the body, or ``NetworkError/cancelled`` when the reading
     ///   task is cancelled (which also closes the channel).
-    func next() async throws(NetworkError) -> Data? {
+    func next() async throws(NetworkError) -> Element? {
         while true {
-            enum Step { case chunk(Data, CheckedContinuation<Void, Never>?), end(NetworkError?), wait }
-            let step = state.withLock { state -> Step in
+            let step = state.withLock { state -> NextStep in
                 if state.head < state.chunks.count {
-                    let chunk = state.chunks[state.head]
-                    state.chunks[state.head] = Data()
+                    guard let chunk = state.chunks[state.head] else { return .wait }  // never: slots ahead of `head` are full
+                    state.chunks[state.head] = nil  // the reader holds it now, not the queue
                     state.head += 1
                     if state.head == state.chunks.count {
                         state.chunks.removeAll(keepingCapacity: true)
                         state.head = 0
                     }
-                    state.buffered -= chunk.count
+                    state.buffered -= chunk.channelWeight
                     return .chunk(chunk, state.buffered < capacity ? state.producer.take() : nil)
                 }
                 if state.closed { return .end(.cancelled) }
