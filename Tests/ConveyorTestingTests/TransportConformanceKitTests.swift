@@ -241,3 +241,16 @@ extension TransportConformanceKitTests {
         #expect(outcome.detail?.contains("memory not measured") == true, "\(outcome)")
     }
 }
+
+extension TransportConformanceKitTests {
+    /// A transport that collects bodies instead of handing them to the transfer gives an event
+    /// stream nothing to parse: the kit must say so rather than pass an empty stream.
+    @Test func aTransportThatBuffersEventStreamsFailsAndAStreamingOnePasses() async {
+        let buffering = await TransportConformance.run(.eventStreamReconnect, on: BufferingStreamingTransport(inner: Self.healthy))
+        #expect(failure(buffering)?.contains("the events were []") == true, "\(buffering)")
+        let healthy = await TransportConformance.run(.eventStreamReconnect, on: Self.healthy)
+        #expect(healthy.status == .passed, "\(healthy)")
+        let exit = await TransportConformance.run(.eventStreamExit, on: Self.healthy)
+        #expect(exit.status == .passed, "\(exit)")
+    }
+}

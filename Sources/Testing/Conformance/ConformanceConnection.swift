@@ -302,6 +302,8 @@ import Foundation
                 return reply(200, body: Data("bytes=\(count) intact=\(intact ? 1 : 0)".utf8), to: request)
             case "/resumable":
                 return resumable(request)
+            case "/events":
+                return eventStream(request)
             default:
                 return misbehave(request) ?? reply(404, body: Data("not found".utf8), to: request)
             }
@@ -393,6 +395,35 @@ import Foundation
             }
             let head = head(200, fields(version: current) + [("Content-Length", "\(total)")])
             return send(head) && send(body(version: current, from: 0, count: total))
+        }
+
+        /// `/events`: a `text/event-stream` with no length (it ends when the connection does). The
+        /// first connection sends events 1 and 2 in pieces that split CR from LF, then half of
+        /// event 3, and drops; a reconnect with `Last-Event-ID: 2` gets event 3, then silence until
+        /// the client leaves; one with `Last-Event-ID: 3` gets a 204 (stop). `?hold=1`: event 1,
+        /// then silence.
+        private func eventStream(_ request: ConformanceRequest) -> Bool {
+            let head = head(200, [("Content-Type", "text/event-stream")])
+            if request.query["hold"] == "1" {
+                if send(head), send("id: 1\ndata: a\n\n") { drainUntilClosed() }
+                return false
+            }
+            switch request.headers["Last-Event-ID"] {
+            case nil:
+                guard send(head) else { return false }
+                for piece in ["retry: 0\r", "\n: split line ends\r\n", "id: 1\r", "\ndata: a\r\n\r", "\nid: 2\ndata: b\n", "\n", "id: 3\ndata: ha"] {
+                    guard send(piece) else { return false }
+                    usleep(5_000)  // separate writes, so the pieces tend to arrive as separate chunks
+                }
+                return false
+            case "2":
+                if send(head), send("id: 3\ndata: c\n\n") { drainUntilClosed() }
+                return false
+            case "3":
+                return reply(204, to: request)
+            default:
+                return reply(409, body: Data("unexpected Last-Event-ID".utf8), to: request)
+            }
         }
 
         /// Reads and drops whatever comes until the client closes (or the server stops).

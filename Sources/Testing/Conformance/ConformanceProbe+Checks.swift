@@ -47,6 +47,8 @@ extension ConformanceProbe {
                 mode: "ignored", expectedVersion: 1, what: "a download resumed with Range, answered 200 with the whole body")
         case .earlyStreamExit: try await earlyStreamExit()
         case .streamedTransfers: try await streamedTransfers()
+        case .eventStreamReconnect: try await eventStreamReconnect()
+        case .eventStreamExit: try await eventStreamExit()
         }
     }
 

@@ -104,6 +104,72 @@ extension ConformanceProbe {
         return nil
     }
 
+    /// `/events` over three connections: split line ends, a drop mid-event, silence, a 204.
+    func eventStreamReconnect() async throws(ConformanceFailure) -> String? {
+        guard transport is any StreamingHTTPTransport else {
+            return "not a StreamingHTTPTransport: no byte of a body arrives before it ends, so an event stream cannot work"
+        }
+        let endings = Endings()
+        let client = client([EndingReporter(endings: endings)])
+        var streamOptions = EventStreamOptions()
+        streamOptions.idleTimeout = .milliseconds(500)
+        let options = streamOptions
+        let what = "GET /events (CR and LF in separate writes, a drop mid-event, then silence, then 204)"
+        let read = await Self.bounded(Self.hangLimit) { () async throws -> [String] in
+            var seen: [String] = []
+            for try await event in client.events(Request<Data>(path: "/events"), options: options) {
+                seen.append("\(event.id ?? "-"):\(event.data)")
+            }
+            return seen
+        }
+        switch read {
+        case nil: throw ConformanceFailure("\(what): the stream did not end within \(Self.hangLimit) (a hang)")
+        case .failure(let error): throw ConformanceFailure("\(what): the stream ended with \(error)")
+        case .success(let seen):
+            guard seen == ["1:a", "2:b", "3:c"] else {
+                throw ConformanceFailure("\(what): the events were \(seen) (id:data), not [1:a, 2:b, 3:c]")
+            }
+        }
+        let sent = server.events.filter { $0.kind == .requestReceived && $0.path == "/events" }.map {
+            $0.request?.headers["Last-Event-ID"] ?? "none"
+        }
+        guard sent == ["none", "2", "3"] else {
+            throw ConformanceFailure("\(what): the connections sent Last-Event-ID \(sent), not [none, 2, 3]")
+        }
+        guard let ending = await endings.first(within: options.idleTimeout ?? .seconds(1)), ending == "success" else {
+            throw ConformanceFailure("\(what): the ending hook did not run with afterSuccess")
+        }
+        return nil
+    }
+
+    /// Leaving an event stream after its first event while the server is silent.
+    func eventStreamExit() async throws(ConformanceFailure) -> String? {
+        guard transport is any StreamingHTTPTransport else {
+            return "not a StreamingHTTPTransport: no byte of a body arrives before it ends, so there is nothing to leave"
+        }
+        let endings = Endings()
+        let client = client([EndingReporter(endings: endings)])
+        let what = "GET /events?hold=1 through NetworkClient.events, left after the first event"
+        let read = await Self.bounded(Self.hangLimit) { () async throws -> String in
+            for try await event in client.events(Request<Data>(path: "/events", query: ["hold": 1])) { return event.data }
+            return ""
+        }
+        guard case .success("a")? = read else {
+            throw ConformanceFailure("\(what): no first event (\(read.map { "\($0)" } ?? "a hang"))")
+        }
+        guard let ending = await endings.first(within: options.promptness) else {
+            throw ConformanceFailure("\(what): the behaviors' ending hook did not run within \(options.promptness)")
+        }
+        guard ending == "cancelled" else {
+            throw ConformanceFailure("\(what): the ending hook ran with .\(ending), not .cancelled")
+        }
+        guard let connection = server.events.first(where: { $0.path == "/events" })?.connection else {
+            throw ConformanceFailure("\(what): the server never received it")
+        }
+        try await expectClosed(connection: connection, after: "\(what): the ending hook ran with .cancelled")
+        return nil
+    }
+
     /// 64 MiB down to a file under a 1 MiB in-memory limit, and 64 MiB up from a one-shot stream.
     func streamedTransfers() async throws(ConformanceFailure) -> String? {
         guard transport is any StreamingHTTPTransport else {

@@ -129,6 +129,18 @@ public enum TransportConformance {
         /// resident memory may grow by at most 32 MiB for each. A transport that is not a
         /// ``Conveyor/StreamingHTTPTransport`` passes with a note.
         case streamedTransfers
+        /// An event stream (``Conveyor/NetworkClient/events(_:options:)``) whose first connection
+        /// splits CR from LF across writes and drops in the middle of an event, whose second sends
+        /// one event and goes silent (the idle timeout must drop it), and whose third answers 204:
+        /// the client must see each event once, in order, reconnect with `Last-Event-ID` 2 and then 3,
+        /// and end with `afterSuccess`. A transport that is not a ``Conveyor/StreamingHTTPTransport``
+        /// passes with a note: it delivers no byte before the body ends.
+        case eventStreamReconnect
+        /// An event stream left after its first event while the server stays silent: the ending
+        /// hook runs with ``Conveyor/NetworkError/cancelled`` and the connection is closed, each
+        /// within ``Options/promptness``. A transport that is not a
+        /// ``Conveyor/StreamingHTTPTransport`` passes with a note.
+        case eventStreamExit
 
         /// The check's name, for example `crossOriginRedirect`.
         public var description: String { rawValue }
