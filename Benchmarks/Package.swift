@@ -7,6 +7,7 @@
 //   swift run --package-path Benchmarks -c release transfer-bench         (1 GiB down and up vs curl over 127.0.0.1)
 //   swift run --package-path Benchmarks -c release concurrency-bench      (1/8/64 requests in flight, in memory)
 //   swift run --package-path Benchmarks -c release hostile-bench          (parsers at 1/16/64 KB of hostile input)
+//   swift run --package-path Benchmarks -c release events-bench           (event-stream parsing vs mattt/EventSource; loopback events/s)
 import PackageDescription
 
 let package = Package(
@@ -25,6 +26,8 @@ let package = Package(
         // The generated client on swift-openapi-runtime's own transports (openapi-bench).
         .package(url: "https://github.com/apple/swift-openapi-urlsession", exact: "1.4.0"),
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", exact: "1.5.0"),
+        // The peer event-stream parser (events-bench): mattt/EventSource 1.1.1, a local copy that builds on Linux.
+        .package(name: "EventSource", path: "Peers/EventSource"),
     ],
     targets: [
         // Shared by the executables: the realistic chain's fakes, the in-memory transport, and the
@@ -119,5 +122,13 @@ let package = Package(
                 .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
             ],
             path: "Sources/OpenAPIBench"),
+        // Event streams: Conveyor's parser beside mattt/EventSource's; events/s over loopback.
+        .executableTarget(
+            name: "events-bench",
+            dependencies: [
+                "BenchSupport", .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "EventSource", package: "EventSource"),
+            ],
+            path: "Sources/EventsBench"),
     ]
 )

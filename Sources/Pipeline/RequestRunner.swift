@@ -130,17 +130,20 @@ package struct RequestRunner: Sendable {
         _ failure: NetworkError, response: HTTPResponse?, attempt: Int, request: HTTPRequest, plan: HookPlan,
         context: RequestContext, timeout: Duration?
     ) async -> AfterFailure {
-        let decided = context.transfer?.decision(after: failure)
-        if case .finish(let head) = decided { return .succeed(head) }
+        let decided = await context.transfer?.decision(after: failure)
+        switch decided {
+        case .finish(let head): return .succeed(head)
+        case .end(let error): return .end(error)  // the taker knows better than "cancelled" (a limit it stopped at)
+        default: break
+        }
         if failure.isCancellation || Task.isCancelled || context.isCancelled { return .end(.cancelled) }
         switch decided {
-        case .end(let error): return .end(error)
         case .reconnect(let delay):
             let wait = delay.clampedForConveyor
             if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
             if Task.isCancelled || context.isCancelled { return .end(.cancelled) }
             return .reconnect
-        case .finish, nil: break
+        case .finish, .end, nil: break
         }
         guard attempt < attemptLimit, !plan.retryDecision.isEmpty else { return .end(failure) }
         var failure = failure

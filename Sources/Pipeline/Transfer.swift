@@ -98,13 +98,13 @@ package protocol ResponseBodyTaker: Sendable {
     func bodyEnded() throws(NetworkError)
     /// What follows a failed attempt, decided by the taker before the behaviors' retry
     /// decisions: `nil` to let them decide, as for any request.
-    func decision(after failure: NetworkError) -> TakerDecision?
+    func decision(after failure: NetworkError) async -> TakerDecision?
 }
 
 extension ResponseBodyTaker {
     package var idleTimeout: Duration? { nil }
     package func bodyEnded() throws(NetworkError) {}
-    package func decision(after failure: NetworkError) -> TakerDecision? { nil }
+    package func decision(after failure: NetworkError) async -> TakerDecision? { nil }
 }
 
 /// What a ``ResponseBodyTaker`` decides after a failed attempt.
@@ -182,7 +182,7 @@ public final class TransferHandler: Sendable {
     package func bodyEnded() throws(NetworkError) { try taker?.bodyEnded() }
 
     /// The taker's decision after a failed attempt (see ``ResponseBodyTaker/decision(after:)``).
-    package func decision(after failure: NetworkError) -> TakerDecision? { taker?.decision(after: failure) }
+    package func decision(after failure: NetworkError) async -> TakerDecision? { await taker?.decision(after: failure) }
 
     /// Called once by the context that holds this transfer.
     func attach(_ context: RequestContext) { attached.withLock { $0.context = context } }

@@ -110,6 +110,7 @@ extension NetworkClient {
                 }
             }
             channel.whenClosed { transfer.cancel() }
+            taker.whenStopped { transfer.cancel() }
             return taker
         }
     }
@@ -155,23 +156,51 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     public typealias Element = ServerSentEvent
 
     /// Starts a stream that delivers into the channel; returns who receives its body.
-    let start: @Sendable (BoundedChannel<ServerSentEvent>) -> EventsTaker
+    let start: @Sendable (BoundedChannel<EventStreamItem>) -> EventsTaker
 
     /// The iterator: each ``next()`` waits for the next event.
+    ///
+    /// The bytes are parsed here, in the reading task, while the transfer receives the next ones
+    /// in its own: the two run side by side.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let lifetime: EventIteration
+        /// The events of the last chunk not handed out yet.
+        private var batch: [ServerSentEvent] = []
+        private var index = 0
+        /// The end marker or a limit was reached: the transfer is stopping, and the bytes still
+        /// queued are dropped until the channel ends (after the behaviors' ending hook).
+        private var stopping = false
+
+        init(lifetime: EventIteration) { self.lifetime = lifetime }
 
         /// The next event, or `nil` when the stream ended without an error (a 204, or the end
         /// marker).
         /// - Throws: The ``NetworkError`` that ended the stream.
         public mutating func next() async throws -> ServerSentEvent? {
-            try await lifetime.channel.next()
+            while index == batch.count {
+                // Ends with nil or with the error the request ended with, once its behaviors ran.
+                guard let item = try await lifetime.channel.next() else { return nil }
+                batch.removeAll(keepingCapacity: true)
+                index = 0
+                switch item {
+                case .bytes(let chunk):
+                    guard !stopping else { continue }
+                    if lifetime.taker.parse(chunk, into: &batch) {
+                        stopping = true
+                        lifetime.taker.stop()
+                    }
+                case .connectionEnded:
+                    lifetime.taker.connectionEnded()
+                }
+            }
+            defer { index += 1 }
+            return batch[index]
         }
     }
 
     /// Sends the request and returns the iterator of its events.
     public func makeAsyncIterator() -> AsyncIterator {
-        let channel = BoundedChannel<ServerSentEvent>(capacity: 256 * 1024)
+        let channel = BoundedChannel<EventStreamItem>(capacity: 1 << 20)
         let taker = start(channel)
         return AsyncIterator(lifetime: EventIteration(channel: channel, taker: taker))
     }
@@ -216,17 +245,26 @@ public struct DecodedEvents<Value: Decodable & Sendable>: AsyncSequence, Sendabl
 /// Held by an iterator (and its copies): when the last one goes, the loop was left, so the
 /// connection ends.
 final class EventIteration: Sendable {
-    let channel: BoundedChannel<ServerSentEvent>
+    let channel: BoundedChannel<EventStreamItem>
     let taker: EventsTaker
-    init(channel: BoundedChannel<ServerSentEvent>, taker: EventsTaker) {
+    init(channel: BoundedChannel<EventStreamItem>, taker: EventsTaker) {
         self.channel = channel
         self.taker = taker
     }
     deinit { channel.close() }
 }
 
-extension ServerSentEvent: ChannelElement {
-    var channelWeight: Int { data.utf8.count + event.utf8.count + 48 }
+/// What the transfer hands the reading task: a connection's bytes, and where a connection ended.
+enum EventStreamItem: ChannelElement {
+    case bytes(Data)
+    /// The connection whose bytes came before ended; the reader acknowledges it once they are
+    /// parsed, so a reconnect sends the last event ID they hold.
+    case connectionEnded
+
+    var channelWeight: Int {
+        if case .bytes(let data) = self { return data.count }
+        return 1
+    }
 }
 
 /// Sends the last event ID as `Last-Event-ID` on every reconnect.
@@ -243,18 +281,18 @@ struct LastEventIDBehavior: RequestModifying {
     }
 }
 
-/// Receives an event stream's bodies: parses them into the channel, and decides what follows a
+/// Receives an event stream's bodies for the reading task to parse, and decides what follows a
 /// dropped connection.
 final class EventsTaker: ResponseBodyTaker {
-    private let channel: BoundedChannel<ServerSentEvent>
+    private let channel: BoundedChannel<EventStreamItem>
     private let options: EventStreamOptions
     private let acceptable: Set<Int>
     private let state: Locked<State>
 
     private struct State {
+        /// Used by the reading task (under the lock, which the transfer takes only between
+        /// connections): its last event ID and reconnection time are the transfer's too.
         var parser: ServerSentEventParser
-        /// Events parsed from the current chunk (kept, so a chunk costs no array).
-        var scratch: [ServerSentEvent] = []
         /// The current attempt's body was taken (an event-stream head arrived).
         var took = false
         var linesAtHead = 0
@@ -264,10 +302,16 @@ final class EventsTaker: ResponseBodyTaker {
         var finished = false
         /// An error reconnecting cannot fix.
         var fatal: NetworkError?
+        /// Connection ends sent to the reader, and acknowledged by it.
+        var endsSent = 0
+        var endsAcknowledged = 0
+        var drained: CheckedContinuation<Void, Never>?
+        var stopTransfer: (@Sendable () -> Void)?
+        var stopRequested = false
         var random = SystemRandomNumberGenerator()
     }
 
-    init(channel: BoundedChannel<ServerSentEvent>, options: EventStreamOptions, acceptable: Set<Int>) {
+    init(channel: BoundedChannel<EventStreamItem>, options: EventStreamOptions, acceptable: Set<Int>) {
         self.channel = channel
         self.options = options
         self.acceptable = acceptable
@@ -282,6 +326,65 @@ final class EventsTaker: ResponseBodyTaker {
     var lastEventID: String? { state.withLock { $0.parser.lastEventID } }
     var currentHead: HTTPResponse? { state.withLock { $0.head } }
 
+    // MARK: The reading task
+
+    /// Parses a chunk into `events`. Returns `true` when the stream must end after them (the end
+    /// marker, or a limit): call ``stop()``.
+    func parse(_ chunk: Data, into events: inout [ServerSentEvent]) -> Bool {
+        state.withLock { state -> Bool in
+            var failure: EventStreamError?
+            do throws(EventStreamError) {
+                try state.parser.parse(chunk, into: &events)
+            } catch {
+                failure = error
+            }
+            if let marker = options.endMarker, let end = events.firstIndex(where: { $0.data == marker }) {
+                events.removeSubrange(end...)
+                state.finished = true
+                return true
+            }
+            guard let failure else { return false }
+            let limit: Int
+            switch failure {
+            case .lineTooLong(let value), .eventTooLarge(let value): limit = value
+            default: limit = options.maxEventSize
+            }
+            state.fatal = NetworkError.responseTooLarge(limit: limit)
+            return true
+        }
+    }
+
+    /// Stops the transfer (the end marker or a limit was reached); it ends with the outcome
+    /// ``decision(after:)`` gives.
+    func stop() {
+        let action = state.withLock { state -> (@Sendable () -> Void)? in
+            state.stopRequested = true
+            return state.stopTransfer
+        }
+        action?()
+    }
+
+    /// What ``stop()`` runs; runs it at once if it was already asked for.
+    func whenStopped(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            state.stopTransfer = action
+            return state.stopRequested
+        }
+        if now { action() }
+    }
+
+    /// The reader reached the end of a connection's bytes.
+    func connectionEnded() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.parser.reset()
+            state.endsAcknowledged += 1
+            return state.endsAcknowledged == state.endsSent ? state.drained.take() : nil
+        }
+        waiter?.resume()
+    }
+
+    // MARK: The transfer
+
     func takesBody(of head: HTTPResponse, attempt: Int) throws(NetworkError) -> Bool {
         guard head.status != 204, acceptable.contains(head.status) else { return false }
         var response = head
@@ -294,7 +397,6 @@ final class EventsTaker: ResponseBodyTaker {
             throw error
         }
         state.withLock { state in
-            state.parser.reset()
             state.took = true
             state.linesAtHead = state.parser.linesParsed
             state.head = response
@@ -303,37 +405,7 @@ final class EventsTaker: ResponseBodyTaker {
     }
 
     func receive(_ chunk: Data) async throws(NetworkError) {
-        var (events, failure) = state.withLock { state -> ([ServerSentEvent], EventStreamError?) in
-            var events: [ServerSentEvent] = []
-            swap(&events, &state.scratch)
-            do throws(EventStreamError) {
-                try state.parser.parse(chunk, into: &events)
-                return (events, nil)
-            } catch {
-                return (events, error)
-            }
-        }
-        defer {
-            events.removeAll(keepingCapacity: true)
-            state.withLock { swap(&$0.scratch, &events) }
-        }
-        for event in events {
-            if let marker = options.endMarker, event.data == marker {
-                state.withLock { $0.finished = true }
-                throw .cancelled  // stops the transfer; `decision(after:)` makes it a success
-            }
-            try await channel.send(event)
-        }
-        if let failure {
-            let limit: Int
-            switch failure {
-            case .lineTooLong(let value), .eventTooLarge(let value): limit = value
-            default: limit = options.maxEventSize
-            }
-            let error = NetworkError.responseTooLarge(limit: limit)
-            state.withLock { $0.fatal = error }
-            throw error
-        }
+        try await channel.send(.bytes(chunk))
     }
 
     func bodyEnded() throws(NetworkError) {
@@ -341,10 +413,41 @@ final class EventsTaker: ResponseBodyTaker {
         if ended { throw .connectionFailed(EventStreamError.serverEndedStream) }
     }
 
-    func decision(after failure: NetworkError) -> TakerDecision? {
-        state.withLock { state -> TakerDecision? in
-            let took = state.took
-            state.took = false
+    /// Waits until the reader has parsed every byte of the connection that ended (so the last
+    /// event ID is current). Returns `false` when the reader left.
+    private func drain() async -> Bool {
+        do throws(NetworkError) {
+            try await channel.send(.connectionEnded)
+        } catch {
+            return false
+        }
+        state.withLock { $0.endsSent += 1 }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.endsAcknowledged >= state.endsSent || Task.isCancelled { return true }
+                    state.drained = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.drained.take() }?.resume()
+        }
+        return !Task.isCancelled
+    }
+
+    func decision(after failure: NetworkError) async -> TakerDecision? {
+        let took = state.withLock { state -> Bool in
+            defer { state.took = false }
+            return state.took
+        }
+        // The reader stops the transfer itself (the end marker, a limit, leaving): then there is
+        // nothing to wait for. Otherwise the connection's bytes are parsed before deciding.
+        if took, !failure.isCancellation, await !drain() {
+            if !state.withLock({ $0.finished || $0.fatal != nil }) { return nil }  // the reader left
+        }
+        return state.withLock { state -> TakerDecision? in
             if state.finished, let head = state.head { return .finish(head) }
             if let fatal = state.fatal { return .end(fatal) }
             if failure.isCancellation { return nil }
@@ -364,5 +467,13 @@ final class EventsTaker: ResponseBodyTaker {
             let random = Double(state.random.next() >> 11) / Double(1 << 53)
             return .reconnect(after: options.delay(base: base, failures: state.failures, random: random))
         }
+    }
+}
+
+extension Optional {
+    /// The value, leaving `nil` behind.
+    fileprivate mutating func take() -> Wrapped? {
+        defer { self = nil }
+        return self
     }
 }

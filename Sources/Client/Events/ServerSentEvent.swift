@@ -160,6 +160,7 @@ public struct ServerSentEventParser: Sendable {
         throws(EventStreamError)
     {
         guard !bytes.isEmpty else { return }
+        if events.capacity - events.count < 16 { events.reserveCapacity(events.count + max(16, bytes.count / 64)) }
         if startBytes < 3 {
             // The byte-order mark check: hold the first bytes until three are known.
             let take = min(3 - startBytes, bytes.count)
@@ -211,7 +212,15 @@ public struct ServerSentEventParser: Sendable {
             if base[0] == 0x0A { index = 1 }
         }
         var lineStart = index
+        let raw = UnsafeRawPointer(base)
         while index < count {
+            // Eight bytes at a time while none of them can end a line (none is below 0x0E).
+            while index + 8 <= count {
+                let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                if (word &- 0x0E0E_0E0E_0E0E_0E0E) & ~word & 0x8080_8080_8080_8080 != 0 { break }
+                index += 8
+            }
+            guard index < count else { break }
             let byte = base[index]
             if byte > 0x0D || (byte != 0x0A && byte != 0x0D) {
                 index += 1
@@ -276,7 +285,10 @@ public struct ServerSentEventParser: Sendable {
         case 2 where name[0] == 0x69 && name[1] == 0x64:  // id
             if value.contains(0) { return }
             if value.count > maxEventSize { throw .eventTooLarge(limit: maxEventSize) }
-            if !idBuffer.elementsEqual(value) {
+            let same = idBuffer.withUnsafeBufferPointer { id in
+                id.count == value.count && (value.isEmpty || memcmp(id.baseAddress!, value.baseAddress!, value.count) == 0)
+            }
+            if !same {
                 idBuffer.removeAll(keepingCapacity: true)
                 idBuffer.append(contentsOf: value)
                 lastIDStringMatches = false
@@ -313,7 +325,7 @@ public struct ServerSentEventParser: Sendable {
         let data = dataBuffer.withUnsafeBufferPointer { String(decoding: $0[0..<($0.count - 1)], as: UTF8.self) }
         let type = typeBuffer.isEmpty ? "message" : String(decoding: typeBuffer, as: UTF8.self)
         events.append(ServerSentEvent(event: type, data: data, id: lastIDString, retry: retry))
-        dataBuffer.removeAll(keepingCapacity: true)
-        typeBuffer.removeAll(keepingCapacity: true)
+        if !dataBuffer.isEmpty { dataBuffer.removeAll(keepingCapacity: true) }
+        if !typeBuffer.isEmpty { typeBuffer.removeAll(keepingCapacity: true) }
     }
 }
