@@ -93,21 +93,36 @@ package struct RequestRunner: Sendable {
             case .reconnect:
                 attempt += 1
                 runStart = attempt
-                context.setAttempt(attempt)
+                context.startRun(at: attempt)
             case .end(let final):
                 await plan.runAfterFailure(final, context: context)
                 throw final
-            case .succeed(let head):
-                do throws(NetworkError) {
-                    let output = try Self.decodeOutput(head, decode)
-                    if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(head, context: context) }
-                    return output
-                } catch {
-                    await plan.runAfterFailure(error, context: context)
-                    throw error
-                }
+            case .succeed(let settled):
+                return try await Self.succeed(with: settled.response, plan: plan, context: context, decode: decode)
             }
         }
+    }
+
+    /// Ends a request as a success with the response a taker settled on (it stopped the
+    /// transfer itself). Out of line: only event streams get here.
+    @inline(never)
+    static func succeed<Output>(
+        with head: HTTPResponse, plan: HookPlan, context: RequestContext, decode: (HTTPResponse) throws -> Output
+    ) async throws(NetworkError) -> Output {
+        do throws(NetworkError) {
+            let output = try decodeOutput(head, decode)
+            if !plan.afterSuccess.isEmpty { await plan.runAfterSuccess(head, context: context) }
+            return output
+        } catch {
+            await plan.runAfterFailure(error, context: context)
+            throw error
+        }
+    }
+
+    /// A response a taker settled on, in a box.
+    final class SettledResponse: Sendable {
+        let response: HTTPResponse
+        init(_ response: HTTPResponse) { self.response = response }
     }
 
     /// What follows a failed attempt.
@@ -119,7 +134,8 @@ package struct RequestRunner: Sendable {
         /// The request ends with this error (`afterFailure` runs with it).
         case end(NetworkError)
         /// The request ends as a success with this response (the taker stopped the transfer).
-        case succeed(HTTPResponse)
+        /// Boxed, so that this value (in every request's frame) stays two words wide.
+        case succeed(SettledResponse)
     }
 
     /// Decides what follows a failed attempt: a taker that finished ends it as a success;
@@ -132,7 +148,7 @@ package struct RequestRunner: Sendable {
     ) async -> AfterFailure {
         let decided = await context.transfer?.decision(after: failure)
         switch decided {
-        case .finish(let head): return .succeed(head)
+        case .finish(let head): return .succeed(SettledResponse(head))
         case .end(let error): return .end(error)  // the taker knows better than "cancelled" (a limit it stopped at)
         default: break
         }
@@ -178,15 +194,7 @@ package struct RequestRunner: Sendable {
         let (cancelled, interruptible) = context.cancellationState
         if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
         if timeout == .zero { return .failed(.timedOut, nil) }  // no time at all: nothing is sent
-        let deadline: Deadline?
-        if let transfer = context.transfer, let idle = transfer.idleTimeout {
-            // An event stream: the attempt lasts while bytes keep coming.
-            let watched = Deadline(idle: idle, on: timeoutClock)
-            transfer.watch(watched.activity)
-            deadline = watched
-        } else {
-            deadline = timeout.map { Deadline(after: $0, on: timeoutClock) }
-        }
+        let deadline = Self.deadline(timeout, transfer: context.transfer, on: timeoutClock)
         let guarded = deadline != nil || interruptible
         let interrupter = interruptible ? context : nil
 
@@ -240,6 +248,16 @@ package struct RequestRunner: Sendable {
                 prepared, plan: plan, context: context, deadline: deadline, interruptible: nowInterruptible)
         }
         return await exchange(prepared, plan: plan, context: context, step: nil)
+    }
+
+    /// An attempt's deadline: the request's timeout, or for an event stream its idle timeout (the
+    /// attempt lasts while bytes keep coming).
+    @inline(never)
+    static func deadline(_ timeout: Duration?, transfer: TransferHandler?, on clock: any Clock<Duration>) -> Deadline? {
+        guard let transfer, let idle = transfer.idleTimeout else { return timeout.map { Deadline(after: $0, on: clock) } }
+        let watched = Deadline(idle: idle, on: clock)
+        transfer.watch(watched.activity)
+        return watched
     }
 
     /// Sends and judges a prepared attempt in a guarded step.

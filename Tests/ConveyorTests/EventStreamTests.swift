@@ -247,6 +247,44 @@ struct EndSignal: SuccessObserving, FailureObserving {
         #expect(clock.sleeps == [.seconds(300)])
     }
 
+    /// A long stream outlives its tokens: each reconnect starts a new run of attempts, so a 401
+    /// after a reconnect refreshes again (once per connection, still never in a loop), and a 503
+    /// after twelve reconnects is still retried by a RetryBehavior with 3 attempts.
+    @Test func everyReconnectGetsItsOwnRefreshAndRetries() async throws {
+        var script: [ScriptedEventTransport.Connection] = []
+        for number in 1...12 { script.append(.init(chunks: ["id: \(number)\ndata: \(number)\n\n"], ending: .fail)) }
+        script.insert(.init(status: 401, contentType: "application/json", chunks: ["{}"]), at: 4)
+        script.insert(.init(status: 401, contentType: "application/json", chunks: ["{}"]), at: 9)
+        script.append(.init(status: 503, contentType: "text/plain", chunks: ["busy"]))
+        script.append(.init(chunks: ["id: 13\ndata: 13\n\n"], ending: .end))
+        let transport = ScriptedEventTransport(script)
+        let refreshes = Locked(0)
+        let store = InMemoryTokenStore(token: "t0") { _ in
+            let count = refreshes.withLock { $0 += 1; return $0 }
+            return "t\(count)"
+        }
+        let client = NetworkClient(
+            baseURL: URL(string: "http://127.0.0.1:9/")!, transport: transport, configuration: .init(clock: ImmediateClock())
+        ) {
+            RetryBehavior(.exponentialBackoff(maxAttempts: 3, jitter: .none))
+            AuthTokenBehavior(tokens: store, refresher: store)
+        }
+        var numbers: [String] = []
+        for try await event in client.events(Request<Data>(path: "/feed")) { numbers.append(event.data) }
+        #expect(numbers == (1...13).map(String.init))
+        #expect(refreshes.withLock { $0 } == 2)
+        #expect(transport.requests.map { $0.headers["Authorization"] ?? "-" }.suffix(3) == ["Bearer t2", "Bearer t2", "Bearer t2"])
+        // Two 401s in one connection's run are still one refresh: no loop.
+        let looping = ScriptedEventTransport([], then: .init(status: 401, contentType: "application/json", chunks: ["{}"]))
+        let once = NetworkClient(baseURL: URL(string: "http://127.0.0.1:9/")!, transport: looping) {
+            AuthTokenBehavior(tokens: store, refresher: store)
+        }
+        await #expect(throws: NetworkError.unauthorized) {
+            for try await _ in once.events(Request<Data>(path: "/feed")) {}
+        }
+        #expect(looping.requests.count == 2)
+    }
+
     struct Delta: Decodable, Sendable, Equatable { let text: String }
 
     @Test func typedEventsEndAtTheMarkerAsASuccess() async throws {

@@ -78,7 +78,9 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
     }
 
     enum SentToken: RequestContextKey { static let defaultValue: String? = nil }
-    enum Refreshed: RequestContextKey { static let defaultValue = false }
+    /// The run of attempts (its first attempt) in which this request refreshed: once per request,
+    /// or once per connection of an event stream (a reconnect starts a new run).
+    enum Refreshed: RequestContextKey { static let defaultValue = 0 }
     enum RefreshFailure: RequestContextKey { static let defaultValue: AuthError? = nil }
 
     /// Where the token comes from.
@@ -152,12 +154,13 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
         -> RetryDecision
     {
         guard case .unauthorized = failure, let refresher else { return .doNotRetry }
-        guard !context[Refreshed.self] else { return .doNotRetry }  // one refresh per request: no loop
+        let run = context.runStart
+        guard context[Refreshed.self] != run else { return .doNotRetry }  // one refresh per request: no loop
         // A request the refresher itself sent: refreshing again would wait on this very refresh.
         if coordinator.isRefreshingInCurrentTask { return .doNotRetry }
         // No token went to this origin, so a refreshed one would not either.
         guard context.credentialsAllowed(alsoTo: allowedOrigins) else { return .doNotRetry }
-        context[Refreshed.self] = true
+        context[Refreshed.self] = run
         let sent = context[SentToken.self]
         if let current = try? await tokens.currentToken(), current != sent {
             return .retryNow  // refreshed meanwhile by another request

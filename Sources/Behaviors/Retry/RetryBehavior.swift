@@ -39,7 +39,8 @@ public struct RetryBehavior: RetryDeciding {
     public func retryDecision(after failure: NetworkError, response: HTTPResponse?, context: RequestContext) async
         -> RetryDecision
     {
-        guard context.attempt < policy.maxAttempts, isRetryable(failure, response: response) else { return .doNotRetry }
+        let attempt = context.attemptSinceReconnect  // an event stream's reconnects start the count again
+        guard attempt < policy.maxAttempts, isRetryable(failure, response: response) else { return .doNotRetry }
         let request = response?.request ?? context.originalRequest
         guard policy.retryableMethods.contains(request.method) || hasIdempotencyKey(request, context) else {
             return .doNotRetry
@@ -49,7 +50,7 @@ public struct RetryBehavior: RetryDeciding {
         {
             return wait <= policy.maxRetryAfter ? .retry(after: wait) : .doNotRetry
         }
-        return .retry(after: policy.delay(beforeRetry: context.attempt))
+        return .retry(after: policy.delay(beforeRetry: attempt))
     }
 
     private func isRetryable(_ failure: NetworkError, response: HTTPResponse?) -> Bool {
