@@ -28,6 +28,7 @@ let package = Package(
         .executableTarget(name: "FuzzContentType", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzCacheEntry", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzRedactor", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzEventStream", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -66,6 +66,20 @@ public final class MockTransport: StreamingHTTPTransport, Sendable {
             return .streamed(status: status, headers: headers, chunks: chunks, end: end)
         }
 
+        /// A `text/event-stream` response whose body is these pieces of event-stream text, each
+        /// arriving as its own chunk, for ``Conveyor/NetworkClient/events(_:options:)``:
+        /// `.events("id: 1\ndata: hello\n\n", end: .failure(URLError(.networkConnectionLost)))`
+        /// is a connection that delivers one event and drops.
+        /// - Parameters:
+        ///   - pieces: The body's chunks, as text.
+        ///   - end: How the body ends; complete by default (the stream then reconnects, as it
+        ///     would after a server closed it: queue a `.status(204)` to stop it).
+        public static func events(_ pieces: String..., end: StreamEnd = .complete) -> Reply {
+            .streamed(
+                status: 200, headers: ["Content-Type": "text/event-stream"], chunks: pieces.map { Data($0.utf8) },
+                end: end)
+        }
+
         /// An empty response with this status.
         /// - Parameters:
         ///   - status: The status code.

@@ -345,3 +345,43 @@ struct EndSignal: SuccessObserving, FailureObserving {
         }
     }
 }
+
+extension EventStreamTests {
+    /// Docs/EventStreams.md's testing example, run (the docs test only compiles it).
+    @Test func theGuidesMockTransportExampleRuns() async throws {
+        let mock = MockTransport()
+        mock.enqueue(
+            .events("retry: 0\n", "id: 1\ndata: one\n\n", "id: 2\ndata: tw", end: .failure(URLError(.networkConnectionLost))),
+            .events("id: 2\ndata: two\n\n"),
+            .status(204))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
+        var seen: [String] = []
+        for try await event in client.events(Request<Data>(path: "/feed")) { seen.append(event.data) }
+        #expect(seen == ["one", "two"])
+        #expect(mock.requests.map { $0.headers["Last-Event-ID"] } == [nil, "1", "2"])
+    }
+
+    /// A logging behavior on the chain sees each connection, never an event's data.
+    @Test func eventDataNeverReachesTheLog() async throws {
+        let sink = LinesSink()
+        let mock = MockTransport()
+        mock.enqueue(.events("data: secret-payload-7731\n\n", end: .failure(URLError(.networkConnectionLost))), .status(204))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock) {
+            LoggingBehavior(sink: sink, bodyPreviewLimit: 4096)
+        }
+        var seen: [ServerSentEvent] = []
+        for try await event in client.events(Request<Data>(path: "/feed")) { seen.append(event) }
+        #expect(seen.map(\.data) == ["secret-payload-7731"])
+        let logged = sink.lines.withLock { $0 }
+        #expect(!logged.isEmpty)
+        #expect(!logged.joined().contains("secret-payload-7731"), "\(logged)")
+        #expect(!"\(seen)".contains("secret-payload-7731"))
+    }
+}
+
+/// Keeps every log line as text.
+final class LinesSink: LogSink {
+    let lines = Locked<[String]>([])
+    var isEnabled: Bool { true }
+    func write(_ entry: LogEntry) { lines.withLock { $0.append("\(entry)") } }
+}

@@ -29,11 +29,59 @@ public enum FuzzChecks {
         ("content-type", contentType),
         ("cache-entry", cacheEntry),
         ("redactor", redactor),
+        ("event-stream", eventStream),
     ]
 
     /// The check named `name`.
     public static func check(named name: String) -> (@Sendable ([UInt8]) -> String?)? {
         all.first { $0.name == name }?.check
+    }
+
+    // MARK: - Event streams
+
+    /// The event-stream parser: the input is a stream, cut into chunks at places the input also
+    /// chooses; the events must not depend on the cuts, no id may hold NUL, CR or LF, no data CR,
+    /// and the limits hold.
+    @Sendable public static func eventStream(_ bytes: [UInt8]) -> String? {
+        guard bytes.count > 2 else { return nil }
+        let limit = 16 + Int(bytes[0]) * 4
+        let stream = Array(bytes[2...])
+        func parse(cuts seed: UInt8) -> Result<[ServerSentEvent], EventStreamError> {
+            var parser = ServerSentEventParser(maxLineLength: limit, maxEventSize: limit * 2)
+            var events: [ServerSentEvent] = []
+            var offset = 0
+            var step = Int(seed)
+            while offset < stream.count {
+                step = (step &* 31 &+ 7) & 0xFF
+                let end = seed == 0 ? stream.count : min(stream.count, offset + 1 + step % 9)
+                do throws(EventStreamError) {
+                    try parser.parse(Data(stream[offset..<end]), into: &events)
+                } catch {
+                    return .failure(error)
+                }
+                offset = end
+            }
+            return .success(events)
+        }
+        let whole = parse(cuts: 0)
+        let cut = parse(cuts: bytes[1] | 1)
+        switch (whole, cut) {
+        case (.success(let a), .success(let b)):
+            guard a == b else { return "the events depend on where the stream was cut: \(a.count) and \(b.count)" }
+            for event in a {
+                if let id = event.id, id.utf8.contains(where: { $0 == 0 || $0 == 0x0A || $0 == 0x0D }) {
+                    return "an id holds NUL, CR or LF"
+                }
+                if event.data.utf8.contains(0x0D) { return "data holds CR" }
+                // The limit counts bytes as received; each malformed byte becomes U+FFFD (3 bytes).
+                if event.data.utf8.count + event.event.utf8.count > (limit * 2 + 1) * 3 { return "an event passed the size limit" }
+            }
+            return nil
+        case (.failure, .failure):
+            return nil  // a limit, whichever chunk showed it
+        default:
+            return "one cut hit a limit and the other did not: \(whole) and \(cut)"
+        }
     }
 
     // MARK: - Headers

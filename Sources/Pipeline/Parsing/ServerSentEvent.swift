@@ -1,4 +1,3 @@
-public import ConveyorPipeline
 public import Foundation
 
 /// One event of a `text/event-stream` body, as the WHATWG HTML standard's "server-sent events"
@@ -96,7 +95,8 @@ public enum EventStreamError: Error, Sendable, Hashable, SafelyDescribable {
 public struct ServerSentEventParser: Sendable {
     /// The longest line accepted, in bytes.
     public let maxLineLength: Int
-    /// The largest event accepted: its data and type, in bytes.
+    /// The largest event accepted: its data and type, in bytes as received (a malformed byte
+    /// becomes U+FFFD, three bytes, in the event's strings).
     public let maxEventSize: Int
     /// The last valid `retry:` delay, if the server sent one (in milliseconds, saturating).
     public private(set) var reconnectionTime: Duration?
