@@ -385,3 +385,19 @@ final class LinesSink: LogSink {
     var isEnabled: Bool { true }
     func write(_ entry: LogEntry) { lines.withLock { $0.append("\(entry)") } }
 }
+
+extension EventStreamTests {
+    /// An app reads on the main actor: events come in order there too, and the loop's isolation
+    /// is kept (`next(isolation:)`).
+    @MainActor @Test func readsOnTheMainActor() async throws {
+        let mock = MockTransport()
+        mock.enqueue(.events("data: 1\n\n", "data: 2\n\ndata: 3\n\n"), .status(204))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
+        var seen: [String] = []
+        for try await event in client.events(Request<Data>(path: "/feed")) {
+            MainActor.assertIsolated()
+            seen.append(event.data)
+        }
+        #expect(seen == ["1", "2", "3"])
+    }
+}

@@ -164,9 +164,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     /// in its own: the two run side by side.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let lifetime: EventIteration
-        /// The events of the last chunk not handed out yet.
+        /// The events of the last chunk not handed out yet, last first: each is moved out with
+        /// `popLast()`, with no copy.
         private var batch: [ServerSentEvent] = []
-        private var index = 0
         /// The end marker or a limit was reached: the transfer is stopping, and the bytes still
         /// queued are dropped until the channel ends (after the behaviors' ending hook).
         private var stopping = false
@@ -177,11 +177,23 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         /// marker).
         /// - Throws: The ``NetworkError`` that ended the stream.
         public mutating func next() async throws -> ServerSentEvent? {
-            while index == batch.count {
+            try await nextEvent(isolation: nil)
+        }
+
+        /// The next event, read in the caller's isolation: an event already parsed is handed
+        /// out with no hop to another executor (the default `next(isolation:)` would hop for each).
+        /// - Parameter actor: The caller's actor, if any.
+        /// - Throws: The ``NetworkError`` that ended the stream.
+        @available(macOS 15.0, iOS 18.0, tvOS 18.0, watchOS 11.0, visionOS 2.0, *)
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws -> ServerSentEvent? {
+            try await nextEvent(isolation: actor)
+        }
+
+        @inline(__always)
+        private mutating func nextEvent(isolation actor: isolated (any Actor)?) async throws -> ServerSentEvent? {
+            while batch.isEmpty {
                 // Ends with nil or with the error the request ended with, once its behaviors ran.
                 guard let item = try await lifetime.channel.next() else { return nil }
-                batch.removeAll(keepingCapacity: true)
-                index = 0
                 switch item {
                 case .bytes(let chunk):
                     guard !stopping else { continue }
@@ -189,12 +201,12 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                         stopping = true
                         lifetime.taker.stop()
                     }
+                    batch.reverse()
                 case .connectionEnded:
                     lifetime.taker.connectionEnded()
                 }
             }
-            defer { index += 1 }
-            return batch[index]
+            return batch.popLast()
         }
     }
 

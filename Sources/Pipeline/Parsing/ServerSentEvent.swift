@@ -110,9 +110,9 @@ public struct ServerSentEventParser: Sendable {
     /// Bytes of a line that began in an earlier chunk.
     private var pending: [UInt8] = []
     /// The data buffer: `data` values, each followed by LF.
-    private var dataBuffer: [UInt8] = []
-    private var typeBuffer: [UInt8] = []
-    private var idBuffer: [UInt8] = []
+    private var dataBuffer = ByteScratch()
+    private var typeBuffer = ByteScratch()
+    private var idBuffer = ByteScratch()
     /// The last event ID string, set from ``idBuffer`` at every blank line; made only when the
     /// buffer changed (a string per event would cost an allocation).
     private var lastIDString: String?
@@ -190,11 +190,11 @@ public struct ServerSentEventParser: Sendable {
     /// it) and the reconnection time.
     public mutating func reset() {
         pending.removeAll(keepingCapacity: true)
-        idBuffer.removeAll(keepingCapacity: true)
-        if let lastIDString { idBuffer.append(contentsOf: lastIDString.utf8) }
+        idBuffer.removeAll()
+        if let lastIDString { idBuffer.append(Array(lastIDString.utf8)) }
         lastIDStringMatches = true
-        dataBuffer.removeAll(keepingCapacity: true)
-        typeBuffer.removeAll(keepingCapacity: true)
+        dataBuffer.removeAll()
+        typeBuffer.removeAll()
         blockRetry = nil
         skipLF = false
         startBytes = 0
@@ -276,21 +276,18 @@ public struct ServerSentEventParser: Sendable {
         switch name.count {
         case 4 where name[0] == 0x64 && name[1] == 0x61 && name[2] == 0x74 && name[3] == 0x61:  // data
             if dataBuffer.count + value.count + 1 + typeBuffer.count > maxEventSize { throw .eventTooLarge(limit: maxEventSize) }
-            dataBuffer.append(contentsOf: value)
+            dataBuffer.append(value)
             dataBuffer.append(0x0A)
         case 5 where name[0] == 0x65 && name[1] == 0x76 && name[2] == 0x65 && name[3] == 0x6E && name[4] == 0x74:  // event
             if dataBuffer.count + value.count > maxEventSize { throw .eventTooLarge(limit: maxEventSize) }
-            typeBuffer.removeAll(keepingCapacity: true)
-            typeBuffer.append(contentsOf: value)
+            typeBuffer.removeAll()
+            typeBuffer.append(value)
         case 2 where name[0] == 0x69 && name[1] == 0x64:  // id
             if value.contains(0) { return }
             if value.count > maxEventSize { throw .eventTooLarge(limit: maxEventSize) }
-            let same = idBuffer.withUnsafeBufferPointer { id in
-                id.count == value.count && (value.isEmpty || memcmp(id.baseAddress!, value.baseAddress!, value.count) == 0)
-            }
-            if !same {
-                idBuffer.removeAll(keepingCapacity: true)
-                idBuffer.append(contentsOf: value)
+            if !idBuffer.equals(value) {
+                idBuffer.removeAll()
+                idBuffer.append(value)
                 lastIDStringMatches = false
             }
         case 5 where name[0] == 0x72 && name[1] == 0x65 && name[2] == 0x74 && name[3] == 0x72 && name[4] == 0x79:  // retry
@@ -315,17 +312,69 @@ public struct ServerSentEventParser: Sendable {
         let retry = blockRetry
         blockRetry = nil
         if !lastIDStringMatches {
-            lastIDString = idBuffer.isEmpty ? nil : String(decoding: idBuffer, as: UTF8.self)
+            lastIDString = idBuffer.isEmpty ? nil : idBuffer.string(droppingLast: 0)
             lastIDStringMatches = true
         }
         guard !dataBuffer.isEmpty else {
-            typeBuffer.removeAll(keepingCapacity: true)
+            typeBuffer.removeAll()
             return
         }
-        let data = dataBuffer.withUnsafeBufferPointer { String(decoding: $0[0..<($0.count - 1)], as: UTF8.self) }
-        let type = typeBuffer.isEmpty ? "message" : String(decoding: typeBuffer, as: UTF8.self)
+        let data = dataBuffer.string(droppingLast: 1)
+        let type = typeBuffer.isEmpty ? "message" : typeBuffer.string(droppingLast: 0)
         events.append(ServerSentEvent(event: type, data: data, id: lastIDString, retry: retry))
-        if !dataBuffer.isEmpty { dataBuffer.removeAll(keepingCapacity: true) }
-        if !typeBuffer.isEmpty { typeBuffer.removeAll(keepingCapacity: true) }
+        dataBuffer.removeAll()
+        typeBuffer.removeAll()
+    }
+}
+
+/// Bytes gathered for one field, in storage kept from event to event: emptying it only resets a
+/// count (an array's `removeAll(keepingCapacity:)` costs a pass through `replaceSubrange`).
+struct ByteScratch: Sendable {
+    private var storage: [UInt8] = []
+    private(set) var count = 0
+
+    var isEmpty: Bool { count == 0 }
+
+    mutating func removeAll() { count = 0 }
+
+    mutating func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
+        reserve(count + bytes.count)
+        let start = count
+        storage.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            (base + start).update(from: source, count: bytes.count)
+        }
+        count += bytes.count
+    }
+
+    mutating func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { append($0) }
+    }
+
+    mutating func append(_ byte: UInt8) {
+        reserve(count + 1)
+        storage[count] = byte
+        count += 1
+    }
+
+    /// Whether it holds exactly `bytes`.
+    func equals(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.count == count else { return false }
+        guard let other = bytes.baseAddress, count > 0 else { return true }
+        return storage.withUnsafeBufferPointer { mine in
+            guard let base = mine.baseAddress else { return false }
+            return memcmp(base, other, count) == 0
+        }
+    }
+
+    /// The bytes but the last `dropped`, decoded as UTF-8 (malformed bytes become U+FFFD).
+    func string(droppingLast dropped: Int) -> String {
+        storage.withUnsafeBufferPointer { String(decoding: $0[0..<max(0, count - dropped)], as: UTF8.self) }
+    }
+
+    private mutating func reserve(_ needed: Int) {
+        guard needed > storage.count else { return }
+        storage.append(contentsOf: repeatElement(0, count: max(needed - storage.count, storage.count, 64)))
     }
 }
