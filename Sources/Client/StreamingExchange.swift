@@ -456,11 +456,3 @@ final class SpillFile: Sendable {
         .fileFailed(file: "a temporary stream buffer", underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))
     }
 }
-
-extension Optional {
-    /// The value, leaving `nil` behind.
-    fileprivate mutating func take() -> Wrapped? {
-        defer { self = nil }
-        return self
-    }
-}

@@ -464,8 +464,8 @@ final class EventsTaker: ResponseBodyTaker {
             if let fatal = state.fatal { return .end(fatal) }
             if failure.isCancellation { return nil }
             let connectionLevel: Bool
-            switch failure.name {
-            case "connectionFailed", "timedOut", "offline", "transportFailed": connectionLevel = true
+            switch failure {
+            case .connectionFailed, .timedOut, .offline, .transportFailed: connectionLevel = true
             default: connectionLevel = false
             }
             guard took || connectionLevel else { return nil }  // a status: the behaviors decide
@@ -482,10 +482,3 @@ final class EventsTaker: ResponseBodyTaker {
     }
 }
 
-extension Optional {
-    /// The value, leaving `nil` behind.
-    fileprivate mutating func take() -> Wrapped? {
-        defer { self = nil }
-        return self
-    }
-}

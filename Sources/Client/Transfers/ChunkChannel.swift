@@ -163,7 +163,7 @@ final class BoundedChannel<Element: ChannelElement>: Sendable {
 
 extension Optional {
     /// The value, leaving `nil` behind.
-    fileprivate mutating func take() -> Wrapped? {
+    mutating func take() -> Wrapped? {
         defer { self = nil }
         return self
     }

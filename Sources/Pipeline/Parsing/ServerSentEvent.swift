@@ -94,10 +94,10 @@ public enum EventStreamError: Error, Sendable, Hashable, SafelyDescribable {
 ///   server that never ends a line cannot grow memory.
 public struct ServerSentEventParser: Sendable {
     /// The longest line accepted, in bytes.
-    public let maxLineLength: Int
+    let maxLineLength: Int
     /// The largest event accepted: its data and type, in bytes as received (a malformed byte
     /// becomes U+FFFD, three bytes, in the event's strings).
-    public let maxEventSize: Int
+    let maxEventSize: Int
     /// The last valid `retry:` delay, if the server sent one (in milliseconds, saturating).
     public private(set) var reconnectionTime: Duration?
     /// The last event ID as of the last blank line (an `id:` of an event the server did not
@@ -105,7 +105,7 @@ public struct ServerSentEventParser: Sendable {
     public var lastEventID: String? { lastIDString }
     /// How many lines (fields, comments and blank lines) were parsed since the parser was made:
     /// a sign of life from a server that only sends comments.
-    public private(set) var linesParsed = 0
+    package private(set) var linesParsed = 0
 
     /// Bytes of a line that began in an earlier chunk.
     private var pending: [UInt8] = []
@@ -156,7 +156,7 @@ public struct ServerSentEventParser: Sendable {
     ///   - bytes: The next bytes, split anywhere.
     ///   - events: Where dispatched events are appended.
     /// - Throws: ``EventStreamError/lineTooLong(limit:)`` or ``EventStreamError/eventTooLarge(limit:)``.
-    public mutating func parse(_ bytes: UnsafeRawBufferPointer, into events: inout [ServerSentEvent])
+    package mutating func parse(_ bytes: UnsafeRawBufferPointer, into events: inout [ServerSentEvent])
         throws(EventStreamError)
     {
         guard !bytes.isEmpty else { return }
