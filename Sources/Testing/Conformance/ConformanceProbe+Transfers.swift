@@ -112,7 +112,7 @@ extension ConformanceProbe {
         let endings = Endings()
         let client = client([EndingReporter(endings: endings)])
         var streamOptions = EventStreamOptions()
-        streamOptions.idleTimeout = .milliseconds(500)
+        streamOptions.idleTimeout = .seconds(1)
         let options = streamOptions
         let what = "GET /events (CR and LF in separate writes, a drop mid-event, then silence, then 204)"
         let read = await Self.bounded(Self.hangLimit) { () async throws -> [String] in
@@ -133,8 +133,13 @@ extension ConformanceProbe {
         let sent = server.events.filter { $0.kind == .requestReceived && $0.path == "/events" }.map {
             $0.request?.headers["Last-Event-ID"] ?? "none"
         }
-        guard sent == ["none", "2", "3"] else {
-            throw ConformanceFailure("\(what): the connections sent Last-Event-ID \(sent), not [none, 2, 3]")
+        // On a loaded machine the idle timeout may end a connection before its head or its next
+        // event arrives: the reconnect then repeats the same id, which is right. What must hold is
+        // the order, with each id the last complete event's (never 3 before event 3 was whole).
+        var distinct: [String] = []
+        for id in sent where distinct.last != id { distinct.append(id) }
+        guard distinct == ["none", "2", "3"] else {
+            throw ConformanceFailure("\(what): the connections sent Last-Event-ID \(sent), not none, then 2, then 3")
         }
         guard let ending = await endings.first(within: options.idleTimeout ?? .seconds(1)), ending == "success" else {
             throw ConformanceFailure("\(what): the ending hook did not run with afterSuccess")

@@ -132,8 +132,9 @@ public enum TransportConformance {
         /// An event stream (``Conveyor/NetworkClient/events(_:options:)``) whose first connection
         /// splits CR from LF across writes and drops in the middle of an event, whose second sends
         /// one event and goes silent (the idle timeout must drop it), and whose third answers 204:
-        /// the client must see each event once, in order, reconnect with `Last-Event-ID` 2 and then 3,
-        /// and end with `afterSuccess`. A transport that is not a ``Conveyor/StreamingHTTPTransport``
+        /// the client must see each event once, in order, reconnect with `Last-Event-ID` 2 and then 3
+        /// (a connection the idle timeout of 1 s ends early on a loaded machine may repeat an id, never
+        /// skip ahead), and end with `afterSuccess`. A transport that is not a ``Conveyor/StreamingHTTPTransport``
         /// passes with a note: it delivers no byte before the body ends.
         case eventStreamReconnect
         /// An event stream left after its first event while the server stays silent: the ending
