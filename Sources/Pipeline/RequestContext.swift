@@ -104,8 +104,6 @@ public final class RequestContext: Sendable {
     struct State {
         var requestID: RequestID?
         var attempt = 1
-        /// The first attempt since an event stream last reconnected.
-        var runStart = 1
         /// Values by key type. A request stores a handful, so a linear scan beats hashing.
         @usableFromInline var storage: [Entry] = []
         var cancelRequested = false
@@ -224,18 +222,24 @@ public final class RequestContext: Sendable {
     /// Which attempt since an event stream last reconnected: ``attempt`` for every other request.
     /// Retry limits and "once per request" rules (one token refresh) count from here, so a
     /// stream that has reconnected a hundred times still gets its retries and its refresh.
-    package var attemptSinceReconnect: Int { state.withLock { $0.attempt - $0.runStart + 1 } }
+    package var attemptSinceReconnect: Int {
+        state.withLock { $0.attempt - $0.value(RunStart.self) + 1 }
+    }
 
     /// The attempt that starts a new run after a reconnect (see ``attemptSinceReconnect``).
-    package var runStart: Int { state.withLock { $0.runStart } }
+    package var runStart: Int { state.withLock { $0.value(RunStart.self) } }
 
     /// Starts a new run of attempts at `attempt` (an event stream reconnected).
     package func startRun(at attempt: Int) {
         state.withLock {
             $0.attempt = attempt
-            $0.runStart = attempt
+            $0.set(attempt, for: RunStart.self)
         }
     }
+
+    /// Where the current run of attempts started: kept with the request's values (only event
+    /// streams write it), so that plain requests carry nothing more.
+    private enum RunStart: RequestContextKey { static let defaultValue = 1 }
 
     /// Asks the request to stop: no further attempt, retry or backoff wait starts, a backoff wait
     /// in progress ends at once, an attempt in flight is interrupted if ``makeInterruptible()``
