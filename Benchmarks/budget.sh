@@ -10,9 +10,12 @@
 #
 # Each scenario runs with N and 2N requests (N = $CONVEYOR_BUDGET_REQUESTS, 300 by default);
 # (count(2N) - count(N)) / N leaves start-up out. A scenario fails when its instructions exceed
-# the budget by more than 3 % + 50, or its mallocs by more than 3 % + 0.2 per request. Measured
+# the budget by more than 3 % + 50, or its mallocs by more than 3 % + 0.2 per request, in each of
+# three measurements (a scenario within budget is measured once; over it, twice more, and the
+# lowest count is the one judged). Measured
 # on this machine, run to run without a change: ±3 % for the floor (900 instructions), ±0.1 % for
-# the deterministic chains, ±1.5 % and ±2.5 % (±1 malloc) for the realistic and retried chains,
+# the deterministic chains, ±1.5 % and ±2.5 % (±1 malloc) for the realistic and retried chains
+# and ±4 % for `timeout`,
 # whose timers and background tasks interleave differently each run. A regression the size of
 # last round's +1,073 instructions on the fixed cost fails `noop0` (budget + 300).
 #
@@ -52,27 +55,46 @@ while IFS= read -r line; do
     read -r -a checks <<<"${rest:-}"
     substrings=()
     for check in "${checks[@]}"; do substrings+=("${check%%=*}"); done
-    read -r -a first <<<"$(count "$scenario" "$n" "${substrings[@]}")"
-    read -r -a second <<<"$(count "$scenario" $((2 * n)) "${substrings[@]}")"
-    instructions=$(((second[0] - first[0]) / n))
-    mallocs=$(python3 -c "print(f'{round(($((second[1] - first[1])) / $n), 1):g}')")
-    call_problem=""
-    budget_problem=""
-    calls_text=""
-    for index in "${!checks[@]}"; do
-        want=${checks[$index]##*=}
-        got=$(python3 -c "print(f'{(${second[$((index + 2))]} - ${first[$((index + 2))]}) / $n:g}')")
-        calls_text+="${substrings[$index]}=$got "
-        if ! python3 -c "import sys; sys.exit(0 if abs($got - $want) < 0.01 else 1)"; then
-            call_problem+=" [${substrings[$index]}: $got calls per request, expected $want: the code this row names did not run as it says]"
+    # A scenario over its budget is measured twice more and judged by its lowest count: the
+    # scenarios with timers and background tasks (`timeout`, `realistic`, `retried`) interleave
+    # differently each run, which only ever adds instructions (one CI run counted `timeout` at
+    # 37,183 where this machine counts 34,700-36,300 run to run), while a real regression is over
+    # budget in all three.
+    best_instructions=""
+    best_mallocs=""
+    for measurement in 1 2 3; do
+        read -r -a first <<<"$(count "$scenario" "$n" "${substrings[@]}")"
+        read -r -a second <<<"$(count "$scenario" $((2 * n)) "${substrings[@]}")"
+        instructions=$(((second[0] - first[0]) / n))
+        mallocs=$(python3 -c "print(f'{round(($((second[1] - first[1])) / $n), 1):g}')")
+        if [ -z "$best_instructions" ] || [ "$instructions" -lt "$best_instructions" ]; then
+            best_instructions=$instructions
         fi
+        if [ -z "$best_mallocs" ] || python3 -c "import sys; sys.exit(0 if $mallocs < $best_mallocs else 1)"; then
+            best_mallocs=$mallocs
+        fi
+        instructions=$best_instructions
+        mallocs=$best_mallocs
+        call_problem=""
+        budget_problem=""
+        calls_text=""
+        for index in "${!checks[@]}"; do
+            want=${checks[$index]##*=}
+            got=$(python3 -c "print(f'{(${second[$((index + 2))]} - ${first[$((index + 2))]}) / $n:g}')")
+            calls_text+="${substrings[$index]}=$got "
+            if ! python3 -c "import sys; sys.exit(0 if abs($got - $want) < 0.01 else 1)"; then
+                call_problem+=" [${substrings[$index]}: $got calls per request, expected $want: the code this row names did not run as it says]"
+            fi
+        done
+        if python3 -c "import sys; sys.exit(0 if $instructions > $want_instructions * 1.03 + 50 else 1)"; then
+            budget_problem+=" [instructions over budget]"
+        fi
+        if python3 -c "import sys; sys.exit(0 if $mallocs > $want_mallocs * 1.03 + 0.2 else 1)"; then
+            budget_problem+=" [mallocs over budget]"
+        fi
+        if $update || [ -n "$call_problem" ] || [ -z "$budget_problem" ]; then break; fi
     done
-    if python3 -c "import sys; sys.exit(0 if $instructions > $want_instructions * 1.03 + 50 else 1)"; then
-        budget_problem+=" [instructions over budget]"
-    fi
-    if python3 -c "import sys; sys.exit(0 if $mallocs > $want_mallocs * 1.03 + 0.2 else 1)"; then
-        budget_problem+=" [mallocs over budget]"
-    fi
+    if [ "$measurement" -gt 1 ]; then calls_text+="(lowest of $measurement measurements) "; fi
     printf '%-26s %12s %12s %8s %8s  %s%s\n' "$scenario" "$instructions" "$want_instructions" "$mallocs" "$want_mallocs" \
         "$calls_text" "$call_problem$budget_problem"
     if [ -n "$call_problem" ]; then failed=1; fi
