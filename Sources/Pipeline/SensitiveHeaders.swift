@@ -96,6 +96,18 @@ public struct SensitiveHeaders: Sendable, Hashable {
     package static func isCredentialByMeaning(_ name: String) -> Bool {
         let count = name.utf8.count
         guard count >= 4 else { return false }
+        // Most names (Content-Type, Date) lack a letter of every word: told apart in one pass over
+        // the bytes in place, before any folding.
+        let mayHoldAWord = name.utf8.withContiguousStorageIfAvailable { bytes in
+            var letters: UInt32 = 0
+            for byte in bytes {
+                // `| 0x20` lowercases a letter and turns no other byte into one.
+                let letter = (byte | 0x20) &- UInt8(ascii: "a")
+                if letter < 26 { letters |= 1 << UInt32(letter) }
+            }
+            return wordLetterMasks.contains { $0 & letters == $0 }
+        }
+        if mayHoldAWord == false { return false }
         // Folded on the stack (a name is short): this runs for every header a redaction or a
         // check sees, and a heap buffer would cost a malloc each time.
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in

@@ -1,4 +1,5 @@
 import ConveyorPipeline
+import ConveyorTestSupport
 import Foundation
 import Testing
 
@@ -11,6 +12,30 @@ import Testing
         #expect(headers.count == 1)
         #expect(headers[0].name == "Content-Type")  // the first spelling is kept
         #expect(headers["Content-Type"] == "text/plain")
+    }
+
+    /// Names compare by their bytes in place (native and small strings) or through their UTF-8
+    /// views: generated pairs, some equal but for ASCII case, some differing in one byte (non-ASCII
+    /// bytes compare exactly), agree with comparing the ASCII-lowercased bytes.
+    @Test func nameComparisonAgreesWithLowercasedBytes() {
+        var generator = SplitMix64(state: 23)
+        let alphabet = Array("abcxyzABCXYZ-_.09@[`{é€".unicodeScalars)
+        func lowered(_ name: String) -> [UInt8] { name.utf8.map { $0 &- 65 < 26 ? $0 | 0x20 : $0 } }
+        for _ in 0..<5000 {
+            var name = String.UnicodeScalarView()
+            for _ in 0..<Int(generator.next() % 40) { name.append(alphabet[Int(generator.next() % UInt64(alphabet.count))]) }
+            let a = String(name)
+            var b = String(a.unicodeScalars.map { scalar -> Character in
+                let flip = generator.next() % 2 == 0
+                return Character(flip ? String(scalar).uppercased() : String(scalar).lowercased())
+            })
+            if generator.next() % 3 == 0, !b.isEmpty {
+                let index = b.index(b.startIndex, offsetBy: Int(generator.next() % UInt64(b.count)))
+                b.replaceSubrange(index...index, with: String(alphabet[Int(generator.next() % UInt64(alphabet.count))]))
+            }
+            #expect(HTTPHeaders.namesEqual(a, b) == (lowered(a) == lowered(b)), "\(a) \(b)")
+            #expect(HTTPHeaders.namesEqual(a, a))
+        }
     }
 
     @Test func keepsOrderAndRepeatedFields() {

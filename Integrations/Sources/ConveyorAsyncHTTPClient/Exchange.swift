@@ -181,8 +181,10 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
         // More than one visited URL: AsyncHTTPClient followed a redirect itself.
         guard state.withLockedValue({ $0.visited }) <= 1 else { throw AsyncHTTPClientTransport.followedRedirectsError }
         let status = Int(head.status.code)
-        var headers = Conveyor.HTTPHeaders()
-        for (name, value) in head.headers { headers.add(name: name, value: value) }
+        var fields: [Conveyor.HTTPHeaders.Field] = []
+        fields.reserveCapacity(head.headers.count)
+        for (name, value) in head.headers { fields.append(.init(name: name, value: value)) }
+        let headers = Conveyor.HTTPHeaders(fields)
         let mode: Mode
         switch policy.step(
             status: status, location: head.headers.first(name: "Location"), after: sent, redirectsSoFar: redirectsSoFar)

@@ -123,8 +123,10 @@ public struct ConveyorTransport: ClientTransport {
             base = baseURL.absoluteString
             while base.hasSuffix("/") { base.removeLast() }
         }
-        var headers = HTTPHeaders()
-        for field in request.headerFields { headers.add(name: field.name.rawName, value: field.value) }
+        var fields: [HTTPHeaders.Field] = []
+        fields.reserveCapacity(request.headerFields.count)
+        for field in request.headerFields { fields.append(.init(name: field.name.rawName, value: field.value)) }
+        let headers = HTTPHeaders(fields)
         var conveyorRequest = Request<Conveyor.HTTPResponse>(
             method: HTTPMethod(rawValue: request.method.rawValue), path: base + (request.path ?? ""), headers: headers,
             body: try await Self.requestBody(body), timeout: options?.timeout, behaviors: options?.behaviors ?? [])
@@ -146,6 +148,7 @@ public struct ConveyorTransport: ClientTransport {
     /// The generated client's response: status and headers, the sensitive ones removed.
     func response(from response: Conveyor.HTTPResponse) -> HTTPTypes.HTTPResponse {
         var fields = HTTPFields()
+        fields.reserveCapacity(response.headers.count)
         let sensitive = client.configuration.sensitiveHeaders
         for field in response.headers {
             guard let name = HTTPField.Name(field.name) else { continue }
@@ -169,45 +172,55 @@ public struct ConveyorTransport: ClientTransport {
     }
 
     /// Whether an `Accept` value names JSON or text only (responses worth keeping whole), an
-    /// event stream aside (it may never end); `nil` (no `Accept`) counts as textual. Reads the bytes in place: it runs for every operation.
+    /// event stream aside (it may never end); `nil` (no `Accept`) counts as textual. Reads the
+    /// bytes in place: it runs for every operation.
     static func acceptsTextual(_ accept: String?) -> Bool {
-        guard let accept else { return true }
-        var rest = accept.utf8[...]
-        while !rest.isEmpty {
-            let end = rest.firstIndex(of: UInt8(ascii: ",")) ?? rest.endIndex
-            var type = rest[..<end]
-            if let parameters = type.firstIndex(of: UInt8(ascii: ";")) { type = type[..<parameters] }
-            while let first = type.first, first == 0x20 || first == 0x09 { type = type.dropFirst() }
-            while let last = type.last, last == 0x20 || last == 0x09 { type = type.dropLast() }
-            let textual =
-                type.isEmpty || Self.equal(type, "application/json") || Self.ends(type, with: "+json")
-                || (Self.starts(type, with: "text/") && !Self.equal(type, "text/event-stream"))
-                || Self.equal(type, "application/x-www-form-urlencoded")
-            if !textual { return false }
-            rest = end == rest.endIndex ? rest[end...] : rest[rest.index(after: end)...]
+        guard var accept else { return true }
+        return accept.withUTF8 { bytes in
+            var start = 0
+            while start < bytes.count {
+                var end = start
+                while end < bytes.count, bytes[end] != UInt8(ascii: ",") { end += 1 }
+                // The media type: up to its parameters, without the spaces around it.
+                var typeEnd = start
+                while typeEnd < end, bytes[typeEnd] != UInt8(ascii: ";") { typeEnd += 1 }
+                var typeStart = start
+                while typeStart < typeEnd, bytes[typeStart] == 0x20 || bytes[typeStart] == 0x09 { typeStart += 1 }
+                while typeEnd > typeStart, bytes[typeEnd - 1] == 0x20 || bytes[typeEnd - 1] == 0x09 { typeEnd -= 1 }
+                let type = UnsafeBufferPointer(rebasing: bytes[typeStart..<typeEnd])
+                let textual =
+                    type.isEmpty || equal(type, "application/json") || ends(type, with: "+json")
+                    || (starts(type, with: "text/") && !equal(type, "text/event-stream"))
+                    || equal(type, "application/x-www-form-urlencoded")
+                if !textual { return false }
+                start = end + 1
+            }
+            return true
         }
-        return true
     }
 
     /// Whether `bytes`, in ASCII lowercase, equal `lowercase`.
-    private static func equal(_ bytes: Substring.UTF8View, _ lowercase: StaticString) -> Bool {
+    private static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ lowercase: StaticString) -> Bool {
         bytes.count == lowercase.utf8CodeUnitCount && starts(bytes, with: lowercase)
     }
 
     /// Whether `bytes`, in ASCII lowercase, start with `lowercase`.
-    private static func starts(_ bytes: Substring.UTF8View, with lowercase: StaticString) -> Bool {
-        guard bytes.count >= lowercase.utf8CodeUnitCount else { return false }
-        return lowercase.withUTF8Buffer { expected in
-            zip(bytes, expected).allSatisfy { asciiLowercase($0) == $1 }
-        }
+    private static func starts(_ bytes: UnsafeBufferPointer<UInt8>, with lowercase: StaticString) -> Bool {
+        let count = lowercase.utf8CodeUnitCount
+        guard bytes.count >= count else { return false }
+        let expected = lowercase.utf8Start
+        for index in 0..<count where asciiLowercase(bytes[index]) != expected[index] { return false }
+        return true
     }
 
     /// Whether `bytes`, in ASCII lowercase, end with `lowercase`.
-    private static func ends(_ bytes: Substring.UTF8View, with lowercase: StaticString) -> Bool {
-        guard bytes.count >= lowercase.utf8CodeUnitCount else { return false }
-        return lowercase.withUTF8Buffer { expected in
-            zip(bytes.suffix(expected.count), expected).allSatisfy { asciiLowercase($0) == $1 }
-        }
+    private static func ends(_ bytes: UnsafeBufferPointer<UInt8>, with lowercase: StaticString) -> Bool {
+        let count = lowercase.utf8CodeUnitCount
+        guard bytes.count >= count else { return false }
+        let expected = lowercase.utf8Start
+        let offset = bytes.count - count
+        for index in 0..<count where asciiLowercase(bytes[offset + index]) != expected[index] { return false }
+        return true
     }
 
     private static func asciiLowercase(_ byte: UInt8) -> UInt8 {
