@@ -161,6 +161,49 @@ import Testing
         return try har.data()
     }
 
+    /// Each entry is encoded once and the archive assembled from them: the bytes equal encoding
+    /// the archive whole (entries with empty lists, query items, JSON, form and binary bodies, a
+    /// cut body, a failure); and with exchanges recorded concurrently, the file written last
+    /// holds every one of them (writes are serialized, each of everything recorded before it).
+    @Test func theArchiveIsAssembledAsEncodedWholeAndTheLastWriteHoldsEveryExchange() async throws {
+        let mock = MockTransport()
+        mock.stub(.get, "/fail", reply: .failure(NetworkError.timedOut))
+        mock.stub(.get, "/binary", reply: .response(status: 200, headers: ["Content-Type": "application/octet-stream"], body: Data([0xFF, 0x00, 0xFE])))
+        mock.stub(.get, "/long", reply: .text(String(repeating: "long body/", count: 20)))
+        mock.stub(.post, "/form", reply: .status(204))
+        mock.stub(.get, "/movies", reply: .rawJSON(#"{"id":1,"title":"a/b \"quoted\"\nline"}"#))
+        let requests: [Request<Data>] = [
+            Request(path: "/movies", query: ["page": 2, "q": "a b"]), Request(path: "/fail"), Request(path: "/binary"),
+            Request(path: "/long"), Request(method: .post, path: "/form", body: .form(["name": "ann", "password": "hunter2"])),
+        ]
+        // Which write finishes last is up to the scheduler: several bursts, each on a recorder
+        // of its own, so that unserialized writes would be caught.
+        for burst in 0..<40 {
+            let file = Self.temporaryFile("assembled-\(burst)")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let har = HARRecorder(file: file, maxBodySize: 64)
+            let client = NetworkClient(
+                baseURL: URL(string: "https://api.example.com")!, transport: HARRecordingTransport(wrapping: mock, recorder: har))
+            let copies = 4
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<copies {
+                    for request in requests { group.addTask { _ = try? await client.send(request) } }
+                }
+            }
+            let written = try Data(contentsOf: file)
+            #expect(har.lastWriteError == nil)
+            #expect(har.entryCount == copies * requests.count)
+            #expect(written == (try har.data()), "burst \(burst): the file is not the archive of every exchange")
+            #expect(try HARRecorder.encodedWhole(written) == written)
+            let replay = try HARReplayTransport(data: written, mode: .lenient)
+            #expect(replay.entryCount == copies * requests.count)
+            #expect(!String(decoding: written, as: UTF8.self).contains("hunter2"))
+        }
+        // No entries: the archive's own encoding.
+        let empty = HARRecorder()
+        #expect(try HARRecorder.encodedWhole(try empty.data()) == (try empty.data()))
+    }
+
     @Test func anUnmatchedRequestSaysWhichEntriesCameClosestAndWhy() async throws {
         let data = try await Self.recording([("/movies?page=2", .text("two")), ("/shows", .text("shows"))])
         let client = NetworkClient(

@@ -36,9 +36,16 @@ public final class HARRecorder: Sendable {
     public let maxBodySize: Int
 
     private let state = Locked(State())
+    /// Held while the file is written: one write at a time, each of everything recorded before it
+    /// began, so the last write holds every exchange (two unserialized writes could rename an
+    /// older snapshot over a newer one).
+    private let writing = Locked(())
 
     private struct State {
-        var entries: [HARFile.Entry] = []
+        /// Each exchange's entry, encoded once when it is recorded and indented for its place in
+        /// the archive: a write assembles them instead of encoding every entry again (which made
+        /// recording N exchanges cost N² entry encodings).
+        var entries: [Data] = []
         var writeError: String?
     }
 
@@ -63,11 +70,7 @@ public final class HARRecorder: Sendable {
     /// The archive so far, as HAR 1.2 JSON.
     public func data() throws -> Data {
         let entries = state.withLock { $0.entries }
-        let archive = HARFile(
-            log: .init(creator: .init(name: "Conveyor", version: "1"), entries: entries, _conveyorBodyLimit: maxBodySize))
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(archive)
+        return try Self.archive(entries: entries, bodyLimit: maxBodySize)
     }
 
     /// Writes the archive so far to `url` (atomically).
@@ -81,14 +84,85 @@ public final class HARRecorder: Sendable {
         _ request: HTTPRequest, outcome: Result<HTTPResponse, NetworkError>, started: Date, elapsed: Duration, streamed: Bool
     ) {
         let entry = makeEntry(request, outcome: outcome, started: started, elapsed: elapsed, streamed: streamed)
-        state.withLock { $0.entries.append(entry) }
-        guard let file else { return }
-        do {
-            try write(to: file)
-            state.withLock { $0.writeError = nil }
-        } catch {
-            state.withLock { $0.writeError = "the archive could not be written to \(file.lastPathComponent)" }
+        guard let encoded = try? Self.encodedEntry(entry) else {
+            state.withLock { $0.writeError = "an exchange could not be encoded" }
+            return
         }
+        state.withLock { $0.entries.append(encoded) }
+        guard let file else { return }
+        writing.withLock { _ in
+            do {
+                try write(to: file)
+                state.withLock { $0.writeError = nil }
+            } catch {
+                state.withLock { $0.writeError = "the archive could not be written to \(file.lastPathComponent)" }
+            }
+        }
+    }
+
+    // MARK: - Encoding
+
+    /// How the archive is encoded: indented, keys sorted, `/` as it is (what a diff reads best).
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+
+    /// Where an entry sits in the archive: `{ "log" : { "entries" : [` is three levels deep.
+    static let entryIndent = Data("      ".utf8)
+
+    /// One entry as the archive's encoding writes it in place: every line indented by
+    /// ``entryIndent`` (an empty line, which the encoder writes for an empty array, stays empty;
+    /// a JSON string never holds a raw line break).
+    static func encodedEntry(_ entry: HARFile.Entry) throws -> Data {
+        let encoded = try encoder().encode(entry)
+        var indented = Data()
+        indented.reserveCapacity(encoded.count + encoded.count / 8)
+        for line in encoded.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            if !indented.isEmpty { indented.append(UInt8(ascii: "\n")) }
+            if !line.isEmpty { indented.append(entryIndent) }
+            indented.append(contentsOf: line)
+        }
+        return indented
+    }
+
+    /// The archive in `data` decoded and encoded again whole, as ``archive(entries:bodyLimit:)``
+    /// must match (for tests).
+    package static func encodedWhole(_ data: Data) throws -> Data {
+        try encoder().encode(JSONDecoder().decode(HARFile.self, from: data))
+    }
+
+    /// The archive with these encoded entries: the encoding of an archive without entries, with
+    /// the entries put in its empty `entries` array. The same bytes as encoding the archive whole
+    /// (HARTests compares them).
+    static func archive(entries: [Data], bodyLimit: Int) throws -> Data {
+        let empty = HARFile(
+            log: .init(creator: .init(name: "Conveyor", version: "1"), entries: [], _conveyorBodyLimit: bodyLimit))
+        let encoded = try encoder().encode(empty)
+        guard !entries.isEmpty else { return encoded }
+        let emptyList = Data("\"entries\" : [\n\n    ]".utf8)
+        guard let range = encoded.firstRange(of: emptyList) else {
+            // Another encoder layout: encode the whole archive instead.
+            let decoder = JSONDecoder()
+            let whole = HARFile(
+                log: .init(
+                    creator: .init(name: "Conveyor", version: "1"),
+                    entries: try entries.map { try decoder.decode(HARFile.Entry.self, from: $0) },
+                    _conveyorBodyLimit: bodyLimit))
+            return try encoder().encode(whole)
+        }
+        var archive = Data()
+        archive.reserveCapacity(encoded.count + entries.reduce(0) { $0 + $1.count + 2 })
+        archive.append(encoded[..<range.lowerBound])
+        archive.append(contentsOf: "\"entries\" : [\n".utf8)
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { archive.append(contentsOf: ",\n".utf8) }
+            archive.append(entry)
+        }
+        archive.append(contentsOf: "\n    ]".utf8)
+        archive.append(encoded[range.upperBound...])
+        return archive
     }
 
     func makeEntry(
