@@ -27,3 +27,26 @@ public func startTestServer() throws -> (process: Process, port: Int) {
     }
     return (process, port)
 }
+
+/// The SHA-256 of a file as `sha256sum` computes it (hex), to compare with what the test server
+/// computed of an upload.
+public func sha256(of file: URL) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["sha256sum", file.path]
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0, let digest = String(decoding: data, as: UTF8.self).split(separator: " ").first
+    else {
+        throw SHA256Failed(description: "sha256sum \(file.path) failed")
+    }
+    return String(digest)
+}
+
+/// `sha256sum` did not give a digest.
+public struct SHA256Failed: Error, CustomStringConvertible {
+    public let description: String
+}

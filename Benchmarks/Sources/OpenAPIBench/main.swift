@@ -266,7 +266,7 @@ func transfer(bytes: Int) async throws -> Int32 {
         written += size
     }
     try writer.close()
-    let expected = try sha256sum(file)
+    let expected = try sha256(of: file)
     let bound = 50_000_000
     var failed = false
     var over = false
@@ -317,18 +317,6 @@ func download(_ api: Client, bytes: Int) async throws -> Int {
         if chunk.first != 0 || chunk.last != 0 { wrong = true }
     }
     return wrong ? -1 : count
-}
-
-func sha256sum(_ file: URL) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["sha256sum", file.path]
-    let output = Pipe()
-    process.standardOutput = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self).split(separator: " ").first.map(String.init) ?? ""
 }
 
 // MARK: - Main

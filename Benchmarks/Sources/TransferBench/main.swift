@@ -75,15 +75,6 @@ func writeSource(_ file: URL, bytes: Int) throws {
     }
 }
 
-/// The SHA-256 of a file, from `sha256sum`.
-func sha256(of file: URL) throws -> String {
-    let finished = try run("sha256sum", [file.path])
-    guard finished.exitCode == 0, let digest = finished.output.split(separator: " ").first else {
-        throw BenchError("sha256sum \(file.path) failed")
-    }
-    return String(digest)
-}
-
 /// Checks a downloaded file's size and the bytes at a few offsets (byte i is i % 256); removes it.
 func verifyDownload(_ file: URL, bytes: Int, by side: String) throws {
     defer { try? FileManager.default.removeItem(at: file) }
