@@ -38,8 +38,9 @@ public final class HARRecorder: Sendable {
     private let state = Locked(State())
     /// Held while the file is written: one write at a time, each of everything recorded before it
     /// began, so the last write holds every exchange (two unserialized writes could rename an
-    /// older snapshot over a newer one).
-    private let writing = Locked(())
+    /// older snapshot over a newer one). It counts the writes begun (a `Locked(())` would store a
+    /// zero-sized value at the lock's own address, which the thread sanitizer reports as a race).
+    private let writing = Locked(0)
 
     private struct State {
         /// Each exchange's entry, encoded once when it is recorded and indented for its place in
@@ -90,7 +91,8 @@ public final class HARRecorder: Sendable {
         }
         state.withLock { $0.entries.append(encoded) }
         guard let file else { return }
-        writing.withLock { _ in
+        writing.withLock { writes in
+            writes += 1
             do {
                 try write(to: file)
                 state.withLock { $0.writeError = nil }
