@@ -56,6 +56,12 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
 
     /// The HTTP status, for the kinds that keep a response.
     public var status: Int? { storage.status ?? storage.after?.status }
+    /// The response as far as it arrived: the head (status and headers, no body) when the
+    /// attempt failed after it, as when a streamed body, a download or an event stream broke off
+    /// or was cancelled; otherwise ``response``. Behaviors read it for what a head carries
+    /// whatever happened to the body (`Set-Cookie`, the status a metric reports). It takes no
+    /// part in `==`, and ``status`` stays the status of the kinds that keep a response.
+    public var responseHead: HTTPResponse? { storage.head ?? response }
 
     /// What a kind keeps; one reference, so an error is one word wide however much it keeps.
     private let storage: Storage
@@ -71,11 +77,13 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
         let limit: Int?
         let file: String?
         let after: NetworkError?
+        /// The head of a response whose body failed (``responseHead``).
+        let head: HTTPResponse?
 
         init(
             response: HTTPResponse? = nil, patternStatus: Int? = nil, underlying: (any Error)? = nil,
             reason: String? = nil, behavior: String? = nil, hook: RequestHook? = nil, limit: Int? = nil,
-            file: String? = nil, after: NetworkError? = nil
+            file: String? = nil, after: NetworkError? = nil, head: HTTPResponse? = nil
         ) {
             self.response = response
             self.patternStatus = patternStatus
@@ -86,6 +94,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
             self.limit = limit
             self.file = file
             self.after = after
+            self.head = head
         }
 
         var status: Int? { response?.status ?? patternStatus }
@@ -96,6 +105,16 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
     private init(_ name: String, _ storage: Storage = .empty) {
         self.name = name
         self.storage = storage
+    }
+
+    /// This error, keeping the head of the response whose body failed (``responseHead``).
+    package func afterHead(_ head: HTTPResponse) -> NetworkError {
+        let s = storage
+        var bare = head
+        bare.body = Data()
+        return NetworkError(name, Storage(
+            response: s.response, patternStatus: s.patternStatus, underlying: s.underlying, reason: s.reason,
+            behavior: s.behavior, hook: s.hook, limit: s.limit, file: s.file, after: s.after, head: bare))
     }
 
     // MARK: Kinds

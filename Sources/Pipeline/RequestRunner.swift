@@ -375,8 +375,13 @@ package struct RequestRunner: Sendable {
         do {
             if let transfer {
                 guard let streamingTransport else { return try await bufferedSend(request, transfer: transfer) }
-                received = try await streamingTransport.send(request, transfer: transfer)
-                try transfer.bodyEnded()
+                transfer.beginAttempt()
+                do {
+                    received = try await streamingTransport.send(request, transfer: transfer)
+                    try transfer.bodyEnded()
+                } catch {
+                    throw transfer.failure(NetworkError(transportError: error))
+                }
             } else if request.bodyStream != nil, streamingTransport == nil {
                 return try await bufferedSend(request, transfer: nil)
             } else {
@@ -412,9 +417,14 @@ package struct RequestRunner: Sendable {
             transfer.sent(size, of: size)
         }
         guard let transfer else { return received }
-        let delivered = try await transfer.deliver(received)
-        try transfer.bodyEnded()
-        return delivered
+        transfer.beginAttempt()
+        do throws(NetworkError) {
+            let delivered = try await transfer.deliver(received)
+            try transfer.bodyEnded()
+            return delivered
+        } catch {
+            throw transfer.failure(error)
+        }
     }
 
     /// Asks the chain whether to retry; under a deadline as long as the request's timeout, and

@@ -155,6 +155,8 @@ public final class TransferHandler: Sendable {
 
     /// The taker's idle timeout, read once.
     package let idleTimeout: Duration?
+    /// The head of the current attempt's response, once it arrived: a failure after it keeps it.
+    private let head = Locked<HTTPResponse?>(nil)
     /// The current attempt's idle deadline, pushed back by every byte.
     private let idleActivity = Locked<(any IdleActivity)?>(nil)
 
@@ -176,6 +178,20 @@ public final class TransferHandler: Sendable {
     private func hold(_ held: Bool) {
         guard idleTimeout != nil else { return }
         idleActivity.withLock { $0 }?.hold(held)
+    }
+
+    /// An attempt begins: no head has arrived yet.
+    package func beginAttempt() {
+        guard taker != nil else { return }
+        head.withLock { $0 = nil }
+    }
+
+    /// The attempt's failure, keeping the response head when one arrived before it
+    /// (``NetworkError/responseHead``): the behaviors see what the server said, whatever
+    /// happened to the body.
+    package func failure(_ error: NetworkError) -> NetworkError {
+        guard taker != nil, let head = head.withLock({ $0 }) else { return error }
+        return error.afterHead(head)
     }
 
     /// The transport returned for an attempt (see ``ResponseBodyTaker/bodyEnded()``).
@@ -202,6 +218,7 @@ public final class TransferHandler: Sendable {
     public func takesBody(of head: HTTPResponse) throws(NetworkError) -> Bool {
         try FramingPolicy.check(head.headers)
         guard let taker else { return false }
+        self.head.withLock { $0 = head }
         touch()
         let taking = try taker.takesBody(of: head, attempt: attempt)
         let expected = head.headers["Content-Length"].flatMap { Int64($0) }

@@ -31,4 +31,24 @@ import Testing
         #expect(Set(Self.everyCase.map { $0.0.name }).count == Self.everyCase.count)
         #expect(Self.everyCase.allSatisfy { !$0.0.name.contains("SECRET") })
     }
+
+    /// A head kept by a failure after it (a dropped stream) is readable, and changes nothing
+    /// else: not the status, not `==`, not the pattern match, not the description.
+    @Test func aKeptHeadChangesNothingButResponseHead() {
+        let head = HTTPResponse(
+            status: 200, headers: ["Set-Cookie": "s=pw-SECRET"], body: Data("pw-SECRET".utf8),
+            request: HTTPRequest(url: URL(string: "https://api.test/feed")!))
+        for (error, _) in Self.everyCase {
+            let kept = error.afterHead(head)
+            #expect(kept.responseHead?.status == 200)
+            #expect(kept.responseHead?.headers["Set-Cookie"] == "s=pw-SECRET")
+            #expect(kept.responseHead?.body.isEmpty == true)
+            #expect(kept.status == error.status && kept.response == error.response)
+            #expect(kept == error && error == kept)
+            #expect(NetworkError(transportError: kept) == error)
+            #expect("\(kept)" == "\(error)")
+        }
+        #expect(NetworkError.connectionFailed(URLError(.networkConnectionLost)).responseHead == nil)
+        #expect(NetworkError.unacceptableStatus(Self.response).responseHead?.status == 500)
+    }
 }

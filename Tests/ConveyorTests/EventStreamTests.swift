@@ -17,6 +17,8 @@ final class ScriptedEventTransport: StreamingHTTPTransport, Sendable {
         var contentType = "text/event-stream"
         var chunks: [String] = []
         var ending = Ending.end
+        /// Response headers besides `Content-Type`.
+        var headers: [String: String] = [:]
     }
 
     private let script: Locked<[Connection]>
@@ -42,6 +44,9 @@ final class ScriptedEventTransport: StreamingHTTPTransport, Sendable {
         if connection.status == 0 { throw URLError(.cannotConnectToHost) }
         var headers: HTTPHeaders = ["Content-Type": connection.contentType]
         if connection.status == 204 { headers = [:] }
+        for (name, value) in connection.headers { headers[name] = value }
+        // Like a server behind ResponseVerificationBehavior: the nonce is echoed on every answer.
+        if let nonce = request.headers["X-Request-Nonce"] { headers["X-Request-Nonce"] = nonce }
         let head = HTTPResponse(status: connection.status, headers: headers, request: request)
         guard let transfer, try transfer.takesBody(of: head) else {
             return HTTPResponse(status: connection.status, headers: headers, body: Data(connection.chunks.joined().utf8), request: request)

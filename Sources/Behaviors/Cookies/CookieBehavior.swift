@@ -20,7 +20,8 @@ public import Foundation
 /// accepted from, only the client's base URL's origin and the `allowedOrigins` you list. The
 /// `Cookie` header is added with the other behaviors' headers, before any `intercept`, so the
 /// cache and de-duplication see it, the logs redact it, and a transport drops it on a redirect to
-/// another origin. `Set-Cookie` is read from every attempt's response, errors included; a
+/// another origin. `Set-Cookie` is read from every attempt's response, errors included, and from the head of
+/// a response whose body broke off (an event stream's dropped connection); a
 /// redirect the transport follows on its own is not seen, so a cookie set by an intermediate hop
 /// is not kept.
 public struct CookieBehavior: HeaderAdding, AttemptIntercepting {
@@ -54,11 +55,21 @@ public struct CookieBehavior: HeaderAdding, AttemptIntercepting {
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse
     {
-        let response = try await next(request)
-        if context.credentialsAllowed(alsoTo: allowedOrigins) {
-            let values = response.headers.values(for: "Set-Cookie")
-            if !values.isEmpty { jar.store(setCookies: values, from: response.request.url) }
+        let response: HTTPResponse
+        do {
+            response = try await next(request)
+        } catch {
+            // A head that arrived before the body broke off (a dropped event stream) sets cookies too.
+            if let head = error.responseHead { store(from: head, context: context) }
+            throw error
         }
+        store(from: response, context: context)
         return response
+    }
+
+    private func store(from response: HTTPResponse, context: RequestContext) {
+        guard context.credentialsAllowed(alsoTo: allowedOrigins) else { return }
+        let values = response.headers.values(for: "Set-Cookie")
+        if !values.isEmpty { jar.store(setCookies: values, from: response.request.url) }
     }
 }

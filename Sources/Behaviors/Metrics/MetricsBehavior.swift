@@ -129,7 +129,8 @@ public struct MetricsBehavior: AttemptIntercepting {
             record(request, context: context, status: response.status, error: nil, elapsed(), response.timings)
             return response
         } catch {
-            record(request, context: context, status: error.status, error: error, elapsed(), nil)
+            // A head that arrived before the body broke off still gives the attempt a status.
+            record(request, context: context, status: error.status ?? error.responseHead?.status, error: error, elapsed(), nil)
             throw error
         }
     }
@@ -158,7 +159,9 @@ public struct PrintMetricsSink: MetricsSink {
 
     /// The line printed for an attempt.
     package static func line(for metrics: AttemptMetrics) -> String {
-        let outcome = metrics.status.map(String.init) ?? metrics.error?.name ?? "?"
+        var outcome = metrics.status.map(String.init) ?? metrics.error?.name ?? "?"
+        // A failure after a head of 2xx/3xx (a stream that broke off) names both.
+        if let status = metrics.status, status < 400, let error = metrics.error { outcome += " \(error.name)" }
         var line = "\(metrics.method) \(metrics.path) #\(metrics.attempt) \(outcome) \(milliseconds(metrics.duration))"
         if let firstByte = metrics.timings?.firstByte { line += " (first byte \(milliseconds(firstByte)))" }
         return line
