@@ -112,9 +112,11 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
         let s = storage
         var bare = head
         bare.body = Data()
-        return NetworkError(name, Storage(
-            response: s.response, patternStatus: s.patternStatus, underlying: s.underlying, reason: s.reason,
-            behavior: s.behavior, hook: s.hook, limit: s.limit, file: s.file, after: s.after, head: bare))
+        return NetworkError(
+            name,
+            Storage(
+                response: s.response, patternStatus: s.patternStatus, underlying: s.underlying, reason: s.reason,
+                behavior: s.behavior, hook: s.hook, limit: s.limit, file: s.file, after: s.after, head: bare))
     }
 
     // MARK: Kinds
