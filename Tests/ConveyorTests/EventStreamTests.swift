@@ -352,6 +352,26 @@ struct EndSignal: SuccessObserving, FailureObserving {
 }
 
 extension EventStreamTests {
+    /// Against the local server as a sticky load balancer: every stream response sets a cookie
+    /// and a reconnect without it is refused (409). Each connection drops after its head, so the
+    /// cookie is only ever set by a connection that failed: CookieBehavior must keep it anyway.
+    @Test func aCookieSetByADroppedConnectionGoesWithTheReconnect() async throws {
+        try await LocalServer.withServer { server in
+            let jar = CookieJar()
+            let client = NetworkClient(
+                baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral),
+                configuration: .init(clock: ImmediateClock())
+            ) {
+                CookieBehavior(jar: jar)
+            }
+            let request = Request<Data>(path: "/events", query: ["count": 40, "seed": 9, "sticky": 1])
+            var numbers: [Int] = []
+            for try await event in client.events(request) { numbers.append(Int(event.data) ?? -1) }
+            #expect(numbers == Array(1...40))
+            #expect(jar.header(for: server.baseURL.appendingPathComponent("events")) == "node=a")
+        }
+    }
+
     /// Docs/EventStreams.md's testing example, run (the docs test only compiles it).
     @Test func theGuidesMockTransportExampleRuns() async throws {
         let mock = MockTransport()

@@ -517,7 +517,9 @@ class Handler(BaseHTTPRequestHandler):
         middle of the next event, in writes cut at random bytes, with CR, LF and CRLF line ends.
         With `token`, the request needs `Bearer <token>`, and from event `rotate_at` on
         `Bearer <token>2` (the old token then gets a 401: the client must refresh). `pad` adds
-        that many bytes of text to each event's data (the benchmark's larger events)."""
+        that many bytes of text to each event's data (the benchmark's larger events). With
+        `sticky`, like a load balancer's sticky session: every stream response sets the cookie
+        `node=a`, and a reconnect (Last-Event-ID sent) without it gets a 409."""
         count = int(arg("count", "10"))
         seed = arg("seed")
         last = self.headers.get("Last-Event-ID") or ""
@@ -529,6 +531,10 @@ class Handler(BaseHTTPRequestHandler):
             if self.headers.get("Authorization") != "Bearer " + wanted:
                 self.send(401, {"ok": False}, headers=[("WWW-Authenticate", "Bearer")])
                 return
+        sticky = arg("sticky") is not None
+        if sticky and last and "node=a" not in (self.headers.get("Cookie") or ""):
+            self.send(409, {"ok": False})
+            return
         if start > count:
             self.send(204)
             return
@@ -551,6 +557,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
+        if sticky:
+            self.send_header("Set-Cookie", "node=a; Path=/")
         self.end_headers()
         try:
             while body:

@@ -40,6 +40,25 @@ import Testing
             #expect(recorder.hooks(of: "R").filter { $0 == .afterFailure }.isEmpty)
         }
     }
+
+    /// The server as a sticky load balancer (a reconnect without the cookie its streams set is
+    /// refused): the cookie of a connection that dropped after its head goes with the reconnect.
+    @Test func aCookieSetByADroppedConnectionGoesWithTheReconnect() async throws {
+        try await LocalServer.withServer { server in
+            let jar = CookieJar()
+            let client = NetworkClient(
+                baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient),
+                configuration: .init(clock: ImmediateClock())
+            ) {
+                CookieBehavior(jar: jar)
+            }
+            let request = Request<Data>(path: "/events", query: ["count": 40, "seed": 9, "sticky": 1])
+            var numbers: [Int] = []
+            for try await event in client.events(request) { numbers.append(Int(event.data) ?? -1) }
+            #expect(numbers == Array(1...40))
+            #expect(jar.header(for: server.baseURL.appendingPathComponent("events")) == "node=a")
+        }
+    }
 }
 
 /// Counts the token refreshes.

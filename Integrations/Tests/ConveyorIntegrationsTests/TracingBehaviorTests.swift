@@ -165,6 +165,28 @@ struct SeenTraceparents: Decodable { let traceparent: [[String]] }
         #expect(mock.requests.map { $0.headers[InMemoryTracer.spanIDKey] } == attempts.map(\.spanID))
     }
 
+    /// An event stream's connection that drops after its head: its span has the status the head
+    /// carried and the error that ended it; the reconnect gets a span of its own.
+    @Test func aDroppedStreamConnectionKeepsItsStatusBesideItsError() async throws {
+        let tracer = InMemoryTracer()
+        let mock = MockTransport(baseURL: api)
+        mock.enqueue(
+            .events("retry: 0\n", "id: 1\ndata: one\n\n", end: .failure(URLError(.networkConnectionLost))),
+            .status(204))
+        let client = NetworkClient(baseURL: api, transport: mock) { TracingBehavior(tracer: tracer) }
+        var seen: [String] = []
+        for try await event in client.events(Request<Data>(path: "/feed")) { seen.append(event.data) }
+        #expect(seen == ["one"])
+        let attempts = spans(tracer).attempts
+        #expect(attempts.count == 2)
+        let dropped = try #require(attempts.first)
+        #expect(dropped.attributes.get("http.response.status_code") == .int64(200))
+        #expect(dropped.attributes.get("error.type") == .string("connectionFailed"))
+        #expect(dropped.status?.code == .error)
+        #expect(attempts.last?.attributes.get("http.response.status_code") == .int64(204))
+        #expect(attempts.last?.attributes.get("error.type") == nil)
+    }
+
     @Test func anUnknownMethodIsOtherWithItsOriginal() async throws {
         let tracer = InMemoryTracer()
         let mock = MockTransport(baseURL: api)
