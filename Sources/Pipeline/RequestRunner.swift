@@ -155,6 +155,10 @@ package struct RequestRunner: Sendable {
         if failure.isCancellation || Task.isCancelled || context.isCancelled { return .end(.cancelled) }
         switch decided {
         case .reconnect(let delay):
+            // A one-shot body already read cannot be sent again, whoever asks.
+            if let reason = Self.retryForbiddenReason(request, context: context) {
+                return .end(.notRetryable(after: failure, reason: reason))
+            }
             let wait = delay.clampedForConveyor
             if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
             if Task.isCancelled || context.isCancelled { return .end(.cancelled) }

@@ -128,6 +128,69 @@ final class ProgressLog: Sendable {
         #expect(try Data(contentsOf: destination) == body)
     }
 
+    /// A server that honors `Range` but not `If-Range` answers the resume with the new version's
+    /// bytes: the partial file is emptied and the request sent again without `Range`, in the same
+    /// call, which ends with the new version whole.
+    @Test func aResumeAnsweredByAnotherVersionStartsOverInTheSameCall() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let mock = MockTransport(baseURL: api)
+        let v1 = patterned(250_000)
+        let v2 = patterned(250_000, from: 7)
+        mock.enqueue(
+            .streamed(
+                status: 200, headers: Self.resumable, chunks: [Data(v1[0..<100_000])],
+                end: .failure(URLError(.networkConnectionLost))),
+            .streamed(
+                status: 206, headers: ["Content-Range": "bytes 100000-249999/250000", "ETag": "\"v2\""],
+                chunks: [Data(v2[100_000...])], end: .complete),
+            .handler { request in
+                guard request.headers["Range"] == nil, request.headers["If-Range"] == nil else { return .status(400) }
+                return .chunks([v2], headers: ["ETag": "\"v2\"", "Accept-Ranges": "bytes"])
+            })
+        let recorder = HookRecorder()
+        let destination = scratch.file("changed.bin")
+        let saved = try await client(mock, retries: true, recorder: recorder).download(Request<Data>(path: "/big"), to: destination)
+        #expect(try Data(contentsOf: destination) == v2)
+        #expect(mock.requests.map { $0.headers["Range"] } == [nil, "bytes=100000-", nil])
+        #expect(saved.attempts == 3)
+        #expect(scratch.names == ["changed.bin"])
+        #expect(recorder.hooks(of: "spy").filter { $0 == .beforeSend || $0 == .afterSuccess || $0 == .afterFailure } == [.beforeSend, .afterSuccess])
+    }
+
+    /// Starting over happens once per call: a server that answers the fresh request with a `206`
+    /// that does not cover the body either fails the download, with nothing left behind.
+    @Test func aServerThatNeverSendsTheWholeBodyFailsAfterOneFreshStart() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let mock = MockTransport(baseURL: api)
+        let body = patterned(1_000)
+        let short: MockTransport.Reply = .streamed(
+            status: 206, headers: ["Content-Range": "bytes 0-99/1000", "ETag": "\"v1\""], chunks: [Data(body[0..<100])],
+            end: .complete)
+        mock.enqueue(
+            .streamed(status: 200, headers: Self.resumable, chunks: [Data(body[0..<500])], end: .failure(URLError(.networkConnectionLost))),
+            .streamed(
+                status: 206, headers: ["Content-Range": "bytes 500-599/1000", "ETag": "\"v1\""], chunks: [Data(body[500..<600])],
+                end: .complete),
+            short, short, short)
+        let destination = scratch.file("short.bin")
+        let dropped = await #expect(throws: NetworkError.self) {
+            _ = try await client(mock).download(Request<Data>(path: "/big"), to: destination)
+        }
+        // Without RetryBehavior the first drop ends the call, keeping a resumable partial file.
+        #expect(dropped?.name == "connectionFailed")
+        #expect(mock.requests.count == 1)
+        let refused = await #expect(throws: NetworkError.self) {
+            _ = try await client(mock).download(Request<Data>(path: "/big"), to: destination)
+        }
+        #expect(refused?.name == "transportFailed")
+        // The next call resumed (500-), got a short 206, started over once, got a short 206 again.
+        #expect(mock.requests.map { $0.headers["Range"] } == [nil, "bytes=500-", nil])
+        #expect(!FileManager.default.fileExists(atPath: destination.path))
+        #expect(scratch.names.isEmpty)  // nothing can be resumed: no partial file is kept
+    }
+
     @Test func aFailedResumableDownloadIsResumedByTheNextCall() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

@@ -372,6 +372,28 @@ extension EventStreamTests {
         }
     }
 
+    /// A stream whose request body is a one-shot stream cannot reconnect (the body is gone): the
+    /// drop ends it with `.notRetryable`, saying why, and nothing is sent again.
+    @Test func aOneShotBodyEndsTheStreamAtTheFirstDropWithTheReason() async throws {
+        let mock = MockTransport()
+        mock.enqueue(.events("retry: 0\n", "data: one\n\n", end: .failure(URLError(.networkConnectionLost))), .status(204))
+        let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock)
+        let (chunks, feed) = AsyncStream<Data>.makeStream()
+        feed.yield(Data("{\"prompt\": \"hi\"}".utf8))
+        feed.finish()
+        var seen: [String] = []
+        let error = await #expect(throws: NetworkError.self) {
+            for try await event in client.events(Request<Data>(method: .post, path: "/chat", body: .stream(chunks))) {
+                seen.append(event.data)
+            }
+        }
+        #expect(seen == ["one"])
+        #expect(error?.name == "notRetryable")
+        #expect(error?.after?.name == "connectionFailed")
+        #expect(error?.reason?.contains("one-shot") == true)
+        #expect(mock.requests.count == 1)
+    }
+
     /// Docs/EventStreams.md's testing example, run (the docs test only compiles it).
     @Test func theGuidesMockTransportExampleRuns() async throws {
         let mock = MockTransport()

@@ -49,6 +49,10 @@ final class DownloadWriter: ResponseBodyTaker {
         /// The length the file must reach: the representation's complete length (a `206`'s
         /// `Content-Range`, a `200`'s `Content-Length` without content coding), when known.
         var expectedTotal: Int64?
+        /// A resume was answered by something else than the rest of the same body: the request
+        /// is to be sent again from zero (once per call).
+        var restartPending = false
+        var restarted = false
     }
 
     private let state = Locked(State())
@@ -131,6 +135,9 @@ final class DownloadWriter: ResponseBodyTaker {
                         state.resumable = false
                         state.validator = nil
                         saveInfo(state)
+                        // Sent again without Range, once: a server that answers that with such a
+                        // 206 too fails the download.
+                        state.restartPending = !state.restarted
                         throw .transportFailed(
                             FileProblem("the server's 206 does not continue the same body from the offset; it starts over"))
                     }
@@ -192,6 +199,17 @@ final class DownloadWriter: ResponseBodyTaker {
     }
 
     var retryForbiddenReason: String? { nil }
+
+    /// After a resume answered by something else than the rest of the same body: send the
+    /// request again, from zero, at once (a new run of attempts). Otherwise the behaviors decide.
+    func decision(after failure: NetworkError) async -> TakerDecision? {
+        state.withLock { state -> TakerDecision? in
+            guard state.restartPending else { return nil }
+            state.restartPending = false
+            state.restarted = true
+            return .reconnect(after: .zero)
+        }
+    }
 
     var resumedBytes: Int64 { state.withLock { $0.start } }
 
