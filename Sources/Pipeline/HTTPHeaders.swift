@@ -216,27 +216,33 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
         let inPlace = a.utf8.withContiguousStorageIfAvailable { x in
             b.utf8.withContiguousStorageIfAvailable { y in
                 for index in 0..<x.count where x[index] != y[index] {
-                    let (lx, ly) = (x[index], y[index])
-                    if (lx &- 65 < 26 ? lx | 0x20 : lx) != (ly &- 65 < 26 ? ly | 0x20 : ly) { return false }
+                    if folded(x[index]) != folded(y[index]) { return false }
                 }
                 return true
             }
         }
         if let inPlace, let equal = inPlace { return equal }
+        return namesEqualIterating(a, b)
+    }
+
+    /// ``namesEqual(_:_:)`` through the strings' UTF-8 iterators, for strings whose bytes are not
+    /// in contiguous storage (a bridged `NSString` on Apple platforms).
+    @usableFromInline @inline(never)
+    package static func namesEqualIterating(_ a: String, _ b: String) -> Bool {
         var a = a.utf8.makeIterator()
         var b = b.utf8.makeIterator()
         while true {
             switch (a.next(), b.next()) {
             case (nil, nil): return true
-            case let (x?, y?):
-                if x == y { continue }
-                let lx = x &- 65 < 26 ? x | 0x20 : x
-                let ly = y &- 65 < 26 ? y | 0x20 : y
-                if lx != ly { return false }
+            case let (x?, y?): if x != y && folded(x) != folded(y) { return false }
             default: return false
             }
         }
     }
+
+    /// An ASCII letter's lowercase byte; any other byte as it is.
+    @inlinable @inline(__always)
+    package static func folded(_ byte: UInt8) -> UInt8 { byte &- 65 < 26 ? byte | 0x20 : byte }
 }
 
 extension HTTPHeaders {
