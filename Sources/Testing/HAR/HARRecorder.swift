@@ -129,6 +129,12 @@ public final class HARRecorder: Sendable {
         return indented
     }
 
+    /// The archive as ``archive(entries:bodyLimit:)``'s fallback makes it, for an encoder whose
+    /// layout it does not know (for tests: it must give the same bytes as ``data()``).
+    package func dataEncodedWhole() throws -> Data {
+        try Self.archiveEncodedWhole(entries: state.withLock { $0.entries }, bodyLimit: maxBodySize)
+    }
+
     /// The archive in `data` decoded and encoded again whole, as ``archive(entries:bodyLimit:)``
     /// must match (for tests).
     package static func encodedWhole(_ data: Data) throws -> Data {
@@ -146,13 +152,7 @@ public final class HARRecorder: Sendable {
         let emptyList = Data("\"entries\" : [\n\n    ]".utf8)
         guard let range = encoded.firstRange(of: emptyList) else {
             // Another encoder layout: encode the whole archive instead.
-            let decoder = JSONDecoder()
-            let whole = HARFile(
-                log: .init(
-                    creator: .init(name: "Conveyor", version: "1"),
-                    entries: try entries.map { try decoder.decode(HARFile.Entry.self, from: $0) },
-                    _conveyorBodyLimit: bodyLimit))
-            return try encoder().encode(whole)
+            return try archiveEncodedWhole(entries: entries, bodyLimit: bodyLimit)
         }
         var archive = Data()
         archive.reserveCapacity(encoded.count + entries.reduce(0) { $0 + $1.count + 2 })
@@ -165,6 +165,18 @@ public final class HARRecorder: Sendable {
         archive.append(contentsOf: "\n    ]".utf8)
         archive.append(encoded[range.upperBound...])
         return archive
+    }
+
+    /// The archive with these encoded entries, decoded and encoded whole: what
+    /// ``archive(entries:bodyLimit:)`` falls back to for an encoder whose layout it does not know.
+    static func archiveEncodedWhole(entries: [Data], bodyLimit: Int) throws -> Data {
+        let decoder = JSONDecoder()
+        let whole = HARFile(
+            log: .init(
+                creator: .init(name: "Conveyor", version: "1"),
+                entries: try entries.map { try decoder.decode(HARFile.Entry.self, from: $0) },
+                _conveyorBodyLimit: bodyLimit))
+        return try encoder().encode(whole)
     }
 
     func makeEntry(
