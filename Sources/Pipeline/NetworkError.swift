@@ -58,10 +58,11 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
     public var status: Int? { storage.status ?? storage.after?.status }
     /// The response as far as it arrived: the head (status and headers, no body) when the
     /// attempt failed after it, as when a streamed body, a download or an event stream broke off
-    /// or was cancelled; otherwise ``response``. Behaviors read it for what a head carries
-    /// whatever happened to the body (`Set-Cookie`, the status a metric reports). It takes no
-    /// part in `==`, and ``status`` stays the status of the kinds that keep a response.
-    public var responseHead: HTTPResponse? { storage.head ?? response }
+    /// or was cancelled; otherwise ``response`` (for ``notRetryable``, its ``after``'s). Behaviors
+    /// read it for what a head carries whatever happened to the body (`Set-Cookie`, the status a
+    /// metric reports). It takes no part in `==`, and ``status`` stays the status of the kinds
+    /// that keep a response.
+    public var responseHead: HTTPResponse? { storage.head ?? storage.response ?? storage.after?.responseHead }
 
     /// What a kind keeps; one reference, so an error is one word wide however much it keeps.
     private let storage: Storage

@@ -93,7 +93,7 @@ public struct TracingBehavior: SendObserving, AttemptIntercepting, SuccessObserv
             return response
         case .failure(let error):
             // A head that arrived before the body broke off still gives the attempt a status.
-            Self.end(span, status: error.status ?? error.responseHead?.status, error: error)
+            Self.end(span, status: error.responseHead?.status, error: error)
             throw error
         }
     }
@@ -107,7 +107,7 @@ public struct TracingBehavior: SendObserving, AttemptIntercepting, SuccessObserv
     /// Ends the request's span with the error.
     public func afterFailure(_ error: NetworkError, context: RequestContext) async {
         guard let span = context[RequestSpanKey.self] else { return }
-        Self.end(span, status: error.status ?? error.responseHead?.status, error: error)
+        Self.end(span, status: error.responseHead?.status, error: error)
     }
 
     /// Sets `span`'s outcome by the conventions and ends it.

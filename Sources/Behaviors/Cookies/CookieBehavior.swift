@@ -20,8 +20,8 @@ public import Foundation
 /// accepted from, only the client's base URL's origin and the `allowedOrigins` you list. The
 /// `Cookie` header is added with the other behaviors' headers, before any `intercept`, so the
 /// cache and de-duplication see it, the logs redact it, and a transport drops it on a redirect to
-/// another origin. `Set-Cookie` is read from every attempt's response, errors included, and from the head of
-/// a response whose body broke off (an event stream's dropped connection); a
+/// another origin. `Set-Cookie` is read from every attempt's response, errors included, and
+/// from the head of a response whose body broke off (an event stream's dropped connection); a
 /// redirect the transport follows on its own is not seen, so a cookie set by an intermediate hop
 /// is not kept.
 public struct CookieBehavior: HeaderAdding, AttemptIntercepting {

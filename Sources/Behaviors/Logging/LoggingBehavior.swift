@@ -116,7 +116,7 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
         let line = "✕ \(context.requestID) failed after \(context.attempt) attempt(s): \(error)"
         let scrubber = SecretScrubber(secrets: secrets)
         var metadata = metadata(of: error.response?.request ?? context.originalRequest, context: context, scrubber: scrubber)
-        if let status = error.status ?? error.responseHead?.status {
+        if let status = error.responseHead?.status {
             metadata["http.response.status_code"] = String(status)
             metadata["error.type"] = status >= 400 ? String(status) : error.name
         } else {

@@ -130,7 +130,7 @@ public struct MetricsBehavior: AttemptIntercepting {
             return response
         } catch {
             // A head that arrived before the body broke off still gives the attempt a status.
-            record(request, context: context, status: error.status ?? error.responseHead?.status, error: error, elapsed(), nil)
+            record(request, context: context, status: error.responseHead?.status, error: error, elapsed(), nil)
             throw error
         }
     }
