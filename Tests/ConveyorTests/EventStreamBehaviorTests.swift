@@ -109,6 +109,39 @@ import Testing
         #expect(!logged.contains { $0.contains("secret") || $0.contains("fresh") || $0.contains("stale") || $0.contains("abc") })
     }
 
+    /// Each connection's answer is checked: a reconnect answered by a page that does not echo the
+    /// nonce (a captive portal's) ends the stream with the verification's error.
+    @Test func verificationChecksEveryConnection() async throws {
+        let transport = ScriptedEventTransport([
+            .init(chunks: ["retry: 0\n", "data: one\n\n"], ending: .fail)
+        ])
+        let client = NetworkClient(
+            baseURL: URL(string: "http://127.0.0.1:9/")!, transport: NonceDroppingTransport(wrapping: transport, fromRequest: 2)
+        ) {
+            ResponseVerificationBehavior()
+        }
+        var seen: [String] = []
+        let error = await #expect(throws: NetworkError.self) {
+            for try await event in client.events(Request<Data>(path: "/feed")) { seen.append(event.data) }
+        }
+        #expect(seen == ["one"])
+        #expect(error?.name == "behaviorFailed")
+        #expect(error?.underlying as? ResponseVerificationError == .nonceMismatch)
+        #expect(transport.requests.count == 2)
+    }
+
+    /// Passes requests on, and from the `fromRequest`-th on answers without the nonce echo.
+    struct NonceDroppingTransport: StreamingHTTPTransport {
+        let wrapping: ScriptedEventTransport
+        let fromRequest: Int
+        func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
+            var request = request
+            if wrapping.requests.count + 1 >= fromRequest { request.headers.remove(name: "X-Request-Nonce") }
+            return try await wrapping.send(request, transfer: transfer)
+        }
+        func send(_ request: HTTPRequest) async throws -> HTTPResponse { try await send(request, transfer: nil) }
+    }
+
     /// Two readers of the same stream are two connections: de-duplication never shares one.
     @Test func deduplicationGivesEachReaderItsOwnConnection() async throws {
         let transport = ScriptedEventTransport([], then: .init(chunks: ["data: tick\n\n"], ending: .hang))
