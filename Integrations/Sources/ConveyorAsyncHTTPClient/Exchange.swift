@@ -34,9 +34,16 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
         case drain(next: Conveyor.HTTPRequest)
     }
 
+    /// A response head as the exchange keeps it (a struct, not a tuple: a tuple's metadata is
+    /// looked up at run time, about 700 instructions a hop).
+    private struct Head: Sendable {
+        var status: Int
+        var headers: Conveyor.HTTPHeaders
+    }
+
     private struct State: Sendable {
         var mode = Mode.waitingForHead
-        var head: (status: Int, headers: Conveyor.HTTPHeaders)?
+        var head: Head?
         var collected = Data()
         var drained = 0
         var sentBytes: Int64 = 0
@@ -205,7 +212,7 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
             }
         }
         state.withLockedValue { state in
-            state.head = (status, headers)
+            state.head = Head(status: status, headers: headers)
             state.mode = mode
         }
     }
