@@ -8,6 +8,7 @@ import argparse
 import hashlib
 import json
 import re
+import struct
 import zlib
 import os
 import random
@@ -42,16 +43,23 @@ gzip_cache = {}
 
 
 def gzip_zeros(total):
-    """A gzip member of `total` zero bytes, built in chunks (1 GiB compresses to about 1 MB)."""
+    """A gzip member of `total` zero bytes (1 GiB compresses to about 1 MB). Deflating a GiB takes
+    seconds, so one MiB is deflated and its block repeated: after a full flush each block stands
+    alone (no back-reference crosses it), so the same MiB deflates to the same bytes every time."""
     with counters_lock:
         if total not in gzip_cache:
-            compressor = zlib.compressobj(9, zlib.DEFLATED, 31)  # wbits 31: gzip container
-            chunk, parts, left = bytes(1 << 20), [], total
-            while left > 0:
-                parts.append(compressor.compress(chunk[: min(len(chunk), left)]))
-                left -= min(len(chunk), left)
-            parts.append(compressor.flush())
-            gzip_cache[total] = b"".join(parts)
+            mib = 1 << 20
+            compressor = zlib.compressobj(9, zlib.DEFLATED, -15)  # raw deflate; the container is below
+            block = compressor.compress(bytes(mib)) + compressor.flush(zlib.Z_FULL_FLUSH)
+            whole, rest = divmod(total, mib)
+            tail = compressor.compress(bytes(rest)) + compressor.flush(zlib.Z_FINISH)
+            crc, zeros = 0, bytes(mib)
+            for _ in range(whole):
+                crc = zlib.crc32(zeros, crc)
+            crc = zlib.crc32(bytes(rest), crc)
+            header = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # gzip, deflate, no name, no mtime
+            trailer = struct.pack("<II", crc, total & 0xFFFFFFFF)
+            gzip_cache[total] = header + block * whole + tail + trailer
         return gzip_cache[total]
 
 
