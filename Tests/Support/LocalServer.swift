@@ -32,6 +32,30 @@ public final class LocalServer: @unchecked Sendable {
         public let description: String
     }
 
+    /// The Python 3 interpreter itself, found once: `python3` on `PATH` may be a version manager's
+    /// shell script (pyenv's shims run a dozen processes each time), and the suite starts hundreds
+    /// of servers. `/usr/bin/env python3` when the interpreter does not say where it is.
+    private static let python: URL = {
+        let fallback = URL(fileURLWithPath: "/usr/bin/env")
+        let probe = Process()
+        probe.executableURL = fallback
+        probe.arguments = ["python3", "-c", "import sys; print(sys.executable)"]
+        let output = Pipe()
+        probe.standardOutput = output
+        probe.standardError = FileHandle.nullDevice
+        guard (try? probe.run()) != nil else { return fallback }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        probe.waitUntilExit()
+        let path = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard probe.terminationStatus == 0, path.hasPrefix("/"), FileManager.default.isExecutableFile(atPath: path) else {
+            return fallback
+        }
+        return URL(fileURLWithPath: path)
+    }()
+
+    /// The arguments before the script's: `python3` when the interpreter is found through `env`.
+    private static var pythonArguments: [String] { python.path == "/usr/bin/env" ? ["python3"] : [] }
+
     /// Starts the server and waits (at most 30 s) for it to report its port.
     ///
     /// The wait suspends instead of blocking: many tests start servers at once on a 2-core
@@ -42,8 +66,8 @@ public final class LocalServer: @unchecked Sendable {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("Server/server.py")
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script.path, "--port", "0"]
+        process.executableURL = python
+        process.arguments = pythonArguments + [script.path, "--port", "0"]
         let stdin = Pipe()
         let stdout = Pipe()
         let stderr = Pipe()
