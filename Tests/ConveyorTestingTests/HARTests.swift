@@ -161,6 +161,60 @@ import Testing
         return try har.data()
     }
 
+    /// A long recording appends each exchange to the file in place (the same file, not a renamed
+    /// copy: its inode stays), so N exchanges write each entry once instead of the archive N
+    /// times; after every exchange the file is the whole archive. A file someone else changed,
+    /// truncated or removed is written whole again.
+    @Test func eachExchangeIsAppendedInPlaceAndAFileChangedElsewhereIsWrittenWhole() async throws {
+        let mock = MockTransport()
+        mock.stub(.get, "/movies", reply: .rawJSON(#"{"id":1,"title":"Heat"}"#))
+        let file = Self.temporaryFile("appended")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let har = HARRecorder(file: file)
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.example.com")!, transport: HARRecordingTransport(wrapping: mock, recorder: har))
+        func inode() throws -> Int? {
+            (try FileManager.default.attributesOfItem(atPath: file.path)[.systemFileNumber] as? NSNumber)?.intValue
+        }
+        func expectWhole(_ note: String) throws {
+            #expect(har.lastWriteError == nil, "\(note)")
+            #expect(try Data(contentsOf: file) == (try har.data()), "\(note): the file is not the archive")
+        }
+
+        _ = try await client.send(Request<Data>(path: "/movies", query: ["page": 0]))
+        try expectWhole("first exchange")
+        let first = try #require(try inode())
+        for page in 1..<30 {
+            _ = try await client.send(Request<Data>(path: "/movies", query: ["page": page]))
+            try expectWhole("exchange \(page + 1)")
+            #expect(try inode() == first, "exchange \(page + 1) replaced the file instead of appending to it")
+        }
+        #expect(try HARReplayTransport(contentsOf: file).entryCount == 30)
+
+        // Changed elsewhere: one byte more, one byte less, another ending, removed.
+        let changes: [(String, (Data) -> Data?)] = [
+            ("64 KiB appended", { $0 + Data(repeating: 0x20, count: 64 << 10) }),
+            ("the last byte cut", { $0.dropLast() }),
+            ("the ending replaced", { $0.dropLast(3) + Data("x}}".utf8) }),
+            ("removed", { _ in nil }),
+        ]
+        for (change, edit) in changes {
+            if let edited = edit(try Data(contentsOf: file)) {
+                try edited.write(to: file)
+            } else {
+                try FileManager.default.removeItem(at: file)
+            }
+            _ = try await client.send(Request<Data>(path: "/movies", query: ["after": change]))
+            try expectWhole("after the file was changed: \(change)")
+            let appended = try #require(try inode())
+            _ = try await client.send(Request<Data>(path: "/movies", query: ["then": change]))
+            try expectWhole("the exchange after the rewrite (\(change))")
+            #expect(try inode() == appended, "\(change): the exchange after the rewrite was not appended")
+        }
+        #expect(har.entryCount == 30 + 2 * changes.count)
+        #expect(try HARReplayTransport(contentsOf: file).entryCount == 30 + 2 * changes.count)
+    }
+
     /// Each entry is encoded once and the archive assembled from them: the bytes equal encoding
     /// the archive whole (entries with empty lists, query items, JSON, form and binary bodies, a
     /// cut body, a failure); and with exchanges recorded concurrently, the file written last

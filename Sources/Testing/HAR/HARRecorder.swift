@@ -36,6 +36,8 @@ public final class HARRecorder: Sendable {
     public let maxBodySize: Int
 
     private let state = Locked(State())
+    /// What follows the last entry in this recorder's archives (``archiveEnd(bodyLimit:)``).
+    private let archiveEnd: Data?
     /// Held while the file is written: one write at a time, each of everything recorded before it
     /// began, so the last write holds every exchange (two unserialized writes could rename an
     /// older snapshot over a newer one). It counts the writes begun (a `Locked(())` would store a
@@ -48,18 +50,27 @@ public final class HARRecorder: Sendable {
         /// recording N exchanges cost N² entry encodings).
         var entries: [Data] = []
         var writeError: String?
+        /// What this recorder last wrote to ``file``: how many entries and how many bytes. The
+        /// next exchange is appended in place when the file still has that size and ends the way
+        /// this recorder ends an archive; otherwise (the first write, a file changed by someone
+        /// else, an archive without entries) it is written whole.
+        var written: (entries: Int, size: UInt64)?
     }
 
     /// Creates a recorder.
     /// - Parameters:
-    ///   - file: Where to write the archive after every exchange (replaced each time, in one
-    ///     rename); `nil` to keep it in memory (``data()``).
+    ///   - file: Where to write the archive after every exchange: whole in one rename the first
+    ///     time, then each exchange appended in place (the closing brackets written again after
+    ///     it), so a long recording writes each entry once; a file that is no longer as the
+    ///     recorder left it is written whole again. `nil` to keep the archive in memory
+    ///     (``data()``).
     ///   - redactor: The redaction rules; the defaults hide every credential Conveyor knows.
     ///   - maxBodySize: The most bytes of a body recorded; 256 KiB by default.
     public init(file: URL? = nil, redactor: Redactor = Redactor(), maxBodySize: Int = 256 * 1024) {
         self.file = file
         self.redactor = redactor
         self.maxBodySize = max(0, maxBodySize)
+        archiveEnd = Self.archiveEnd(bodyLimit: self.maxBodySize)
     }
 
     /// How many exchanges were recorded.
@@ -94,12 +105,56 @@ public final class HARRecorder: Sendable {
         writing.withLock { writes in
             writes += 1
             do {
-                try write(to: file)
+                try persist(to: file)
                 state.withLock { $0.writeError = nil }
             } catch {
-                state.withLock { $0.writeError = "the archive could not be written to \(file.lastPathComponent)" }
+                state.withLock {
+                    $0.writeError = "the archive could not be written to \(file.lastPathComponent)"
+                    $0.written = nil
+                }
             }
         }
+    }
+
+    /// Brings `file` up to every exchange recorded: the entries it lacks appended in place (the
+    /// closing brackets written again after them), so recording N exchanges writes each entry
+    /// once, not N times; or the whole archive in one rename when the file is not as this recorder
+    /// left it. Called under ``writing``.
+    private func persist(to file: URL) throws {
+        let (entries, written) = state.withLock { ($0.entries, $0.written) }
+        if let written, written.entries > 0, written.entries < entries.count,
+            let size = try appendInPlace(entries[written.entries...], to: file, expectedSize: written.size)
+        {
+            state.withLock { $0.written = (entries.count, size) }
+            return
+        }
+        let archive = try Self.archive(entries: entries, bodyLimit: maxBodySize)
+        try archive.write(to: file, options: .atomic)
+        // Appending needs the layout `archive(entries:bodyLimit:)` assembles (not its fallback's).
+        let appendable = archiveEnd.map { archive.suffix($0.count).elementsEqual($0) } ?? false
+        state.withLock { $0.written = appendable ? (entries.count, UInt64(archive.count)) : nil }
+    }
+
+    /// Appends `entries` to the archive in `file`, in place of its closing brackets, which are
+    /// written again after them. Returns the file's new size, or `nil` when the file is not the one
+    /// this recorder wrote last (another size, or another ending), and nothing was written.
+    private func appendInPlace(_ entries: ArraySlice<Data>, to file: URL, expectedSize: UInt64) throws -> UInt64? {
+        guard let end = archiveEnd, let handle = try? FileHandle(forUpdating: file) else { return nil }
+        defer { try? handle.close() }
+        guard try handle.seekToEnd() == expectedSize, expectedSize >= UInt64(end.count) else { return nil }
+        let tailStart = expectedSize - UInt64(end.count)
+        try handle.seek(toOffset: tailStart)
+        guard try handle.read(upToCount: end.count) == end else { return nil }
+        var tail = Data()
+        tail.reserveCapacity(entries.reduce(end.count) { $0 + $1.count + 2 })
+        for entry in entries {
+            tail.append(contentsOf: ",\n".utf8)
+            tail.append(entry)
+        }
+        tail.append(end)
+        try handle.seek(toOffset: tailStart)
+        try handle.write(contentsOf: tail)
+        return tailStart + UInt64(tail.count)
     }
 
     // MARK: - Encoding
@@ -145,11 +200,8 @@ public final class HARRecorder: Sendable {
     /// the entries put in its empty `entries` array. The same bytes as encoding the archive whole
     /// (HARTests compares them).
     static func archive(entries: [Data], bodyLimit: Int) throws -> Data {
-        let empty = HARFile(
-            log: .init(creator: .init(name: "Conveyor", version: "1"), entries: [], _conveyorBodyLimit: bodyLimit))
-        let encoded = try encoder().encode(empty)
+        let encoded = try encoder().encode(emptyArchive(bodyLimit: bodyLimit))
         guard !entries.isEmpty else { return encoded }
-        let emptyList = Data("\"entries\" : [\n\n    ]".utf8)
         guard let range = encoded.firstRange(of: emptyList) else {
             // Another encoder layout: encode the whole archive instead.
             return try archiveEncodedWhole(entries: entries, bodyLimit: bodyLimit)
@@ -165,6 +217,25 @@ public final class HARRecorder: Sendable {
         archive.append(contentsOf: "\n    ]".utf8)
         archive.append(encoded[range.upperBound...])
         return archive
+    }
+
+    /// An archive without entries.
+    private static func emptyArchive(bodyLimit: Int) -> HARFile {
+        HARFile(log: .init(creator: .init(name: "Conveyor", version: "1"), entries: [], _conveyorBodyLimit: bodyLimit))
+    }
+
+    /// The empty `entries` array as the encoder writes it, where ``archive(entries:bodyLimit:)``
+    /// puts the entries.
+    private static let emptyList = Data("\"entries\" : [\n\n    ]".utf8)
+
+    /// What follows the last entry in an archive ``archive(entries:bodyLimit:)`` assembles (the
+    /// entries array closed, then the keys after it), or `nil` for an encoder layout it does not
+    /// know (it then encodes archives whole, and nothing is appended in place).
+    static func archiveEnd(bodyLimit: Int) -> Data? {
+        guard let encoded = try? encoder().encode(emptyArchive(bodyLimit: bodyLimit)),
+            let range = encoded.firstRange(of: emptyList)
+        else { return nil }
+        return Data("\n    ]".utf8) + encoded[range.upperBound...]
     }
 
     /// The archive with these encoded entries, decoded and encoded whole: what
