@@ -70,7 +70,7 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
             // Counted off when the block has run, or when it is released unrun (a cancelled
             // operation), whichever comes first: a lost count would hold the session back forever.
             let ticket = Ticket(queue: self)
-            super.addOperation {
+            dispatchQueue.async {
                 block()
                 ticket.finish()
             }
