@@ -67,13 +67,21 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
             }
             queued += 1
             condition.unlock()
-            // Counted off when the block has run, or when it is released unrun (a cancelled
-            // operation), whichever comes first: a lost count would hold the session back forever.
-            let ticket = Ticket(queue: self)
-            dispatchQueue.async {
+            // Straight onto the serial dispatch queue, in the order it came: an `Operation` around
+            // each block (its object, state changes, KVO and locks) cost about 58,000 instructions
+            // and 59 mallocs per request. A block always runs (nothing can cancel it), so it
+            // counts itself off when it has: a lost count would hold the session back forever.
+            dispatchQueue.async { [self] in
                 block()
-                ticket.finish()
+                finished()
             }
+        }
+
+        /// Waits for the operations and for the blocks ``addOperation(_:)`` handed to the
+        /// dispatch queue.
+        override func waitUntilAllOperationsAreFinished() {
+            super.waitUntilAllOperationsAreFinished()
+            dispatchQueue.sync {}
         }
 
         /// A `cancel()` of one of the session's tasks starts: nothing waits until it ends.
@@ -91,7 +99,7 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
             condition.unlock()
         }
 
-        fileprivate func finished() {
+        private func finished() {
             condition.lock()
             queued -= 1
             condition.signal()
@@ -99,25 +107,3 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
         }
     #endif
 }
-
-#if canImport(FoundationNetworking)
-    /// Counts one queued operation off ``DelegateQueue``, once.
-    private final class Ticket: @unchecked Sendable {
-        // @unchecked: `done` is only touched with `lock` locked.
-        private let lock = NSLock()
-        private var done = false
-        private weak var queue: DelegateQueue?
-
-        init(queue: DelegateQueue) { self.queue = queue }
-
-        func finish() {
-            lock.lock()
-            let first = !done
-            done = true
-            lock.unlock()
-            if first { queue?.finished() }
-        }
-
-        deinit { finish() }
-    }
-#endif
