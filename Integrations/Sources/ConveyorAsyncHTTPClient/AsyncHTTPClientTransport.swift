@@ -165,12 +165,18 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
         var redirects = 0
         do {
             while true {
-                let exchange = Exchange(
+                var delegate = Exchange(
                     sent: current, asked: request, policy: policy, redirectsSoFar: redirects, transfer: transfer)
                 let task = client.execute(
-                    request: try Self.clientRequest(for: current), delegate: exchange, eventLoop: .indifferent,
+                    request: try Self.clientRequest(for: current), delegate: delegate, eventLoop: .indifferent,
                     deadline: deadline, logger: logger)
-                exchange.watch(task)
+                // The delegate hears of every failure but two (see `Exchange.watch`): a body whose
+                // end could not be written, and a client that was shut down, which never keeps the
+                // delegate (only a running request does). A delegate let go of early is watched too.
+                if current.body != nil || current.bodyStream != nil || isKnownUniquelyReferenced(&delegate) {
+                    delegate.watch(task)
+                }
+                let exchange = delegate
                 let ending = try await withTaskCancellationHandler {
                     try await exchange.run()
                 } onCancel: {
@@ -207,9 +213,10 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
     /// names stay separate fields), and the body with its length: bytes as they are, a stream
     /// read as it is sent.
     static func clientRequest(for request: Conveyor.HTTPRequest) throws -> HTTPClient.Request {
-        var headers = NIOHTTP1.HTTPHeaders()
-        headers.reserveCapacity(request.headers.count)
-        for field in request.headers { headers.add(name: field.name, value: field.value) }
+        // Built from the pairs at once: `add(name:value:)` checks each name for non-ASCII bytes with
+        // a trap (about 275 instructions a field); AsyncHTTPClient validates every name and value
+        // before sending anyway, and throws.
+        let headers = NIOHTTP1.HTTPHeaders(request.headers.map { ($0.name, $0.value) })
         let body: HTTPClient.Body? =
             if let stream = request.bodyStream {
                 .stream(contentLength: stream.length) { writer in upload(stream, to: writer) }

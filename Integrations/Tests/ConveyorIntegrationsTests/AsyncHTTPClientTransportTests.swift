@@ -144,6 +144,31 @@ struct SignalBeforeSend: SendObserving {
         #expect(ContinuousClock.now - start < .seconds(9))
     }
 
+    /// AsyncHTTPClient fails a request made after the client shut down without calling its
+    /// delegate: the transport notices that the delegate was let go of, and watches the task.
+    @Test func aRequestAfterTheClientShutDownFailsAtOnce() async throws {
+        let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
+        try await http.shutdown()
+        let transport = try AsyncHTTPClientTransport(client: http)
+        let url = URL(string: "http://127.0.0.1:9/echo")!
+        var upload = HTTPRequest(method: .post, url: url)
+        upload.body = Data("body".utf8)
+        for request in [HTTPRequest(url: url), upload] {
+            let ended = await withinTimeLimit(seconds: 60) { () -> NetworkError? in
+                do {
+                    _ = try await transport.send(request)
+                    return nil
+                } catch {
+                    return error as? NetworkError
+                }
+            }
+            guard case .transportFailed? = ended ?? nil else {
+                Issue.record("\(request.method): expected transportFailed, got \(String(describing: ended))")
+                continue
+            }
+        }
+    }
+
     @Test func serverFaultsAreErrorsNotTruncatedSuccesses() async throws {
         try await LocalServer.withServer { server in
             let transport = try AsyncHTTPClientTransport(client: sharedHTTPClient, defaultTimeout: .seconds(20))
