@@ -582,7 +582,7 @@ class Handler(BaseHTTPRequestHandler):
         only, or (`head`) the status line and headers too. Stops when the client hangs up."""
         self.close_connection = True
         response = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nCache-Control: max-age=60\r\n"
-                    b"Content-Length: " + str(size).encode() + b"\r\n\r\n")
+                    b"Connection: close\r\nContent-Length: " + str(size).encode() + b"\r\n\r\n")
         if not head:
             self.wfile.write(response)
             self.wfile.flush()

@@ -36,10 +36,13 @@ import Tracing
 /// - **Streaming:** a ``StreamingHTTPTransport``. A ``HTTPRequest/bodyStream`` is read as it is
 ///   sent; a response body a download or stream takes is handed over part by part, and
 ///   AsyncHTTPClient reads no further until each part was taken.
-/// - **Timeouts:** the request's ``HTTPRequest/timeout`` (or `defaultTimeout`) is one deadline
-///   for the whole attempt: connecting, redirects, the head and the whole body, enforced by
-///   AsyncHTTPClient's delegate API with no task of the transport's. ``NetworkClient`` enforces
-///   the timeout on its own clock as well.
+/// - **Timeouts:** the request's ``HTTPRequest/timeout`` is one deadline for the whole attempt:
+///   connecting, redirects, the head and the whole body, enforced by AsyncHTTPClient's delegate
+///   API with no task of the transport's (``NetworkClient`` enforces it on its own clock as
+///   well). A request without one gets ``defaultTimeout`` as an idle timeout, as `URLSession`'s
+///   `timeoutIntervalForRequest`: the attempt fails with ``NetworkError/timedOut`` once nothing
+///   was sent or received for that long (a part a download or stream has not taken yet does not
+///   count as idle), so a large download takes as long as it keeps coming.
 /// - **Cancellation** ends the call promptly with ``NetworkError/cancelled`` and closes the
 ///   request's connection (``honorsCancellation`` is `true`).
 /// - **Size:** a body the transport collects stops as soon as it passes
@@ -54,7 +57,8 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
     public let maximumRedirects: Int
     /// Conveyor's one redirect policy, as every transport applies it.
     private var redirectPolicy: RedirectPolicy { RedirectPolicy(maximumRedirects: maximumRedirects) }
-    /// The deadline of an attempt whose request sets no ``HTTPRequest/timeout``.
+    /// The idle timeout of an attempt whose request sets no ``HTTPRequest/timeout``: how long
+    /// it may go with nothing sent or received.
     public let defaultTimeout: Duration
 
     /// Why a client can't be used.
@@ -68,8 +72,8 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
     ///   - client: An `HTTPClient` that does not follow redirects itself (see
     ///     ``configuration(_:)``). You shut it down, after the last request.
     ///   - maximumRedirects: How many redirects one request may follow; `0` follows none.
-    ///   - defaultTimeout: The deadline of an attempt whose request sets no timeout (60 s, as
-    ///     `URLSession`'s default).
+    ///   - defaultTimeout: The idle timeout of an attempt whose request sets no timeout (60 s,
+    ///     as `URLSession`'s default `timeoutIntervalForRequest`).
     /// - Throws: ``SetupError`` when the client follows redirects itself (it would forward
     ///   credential headers to other origins and bypass ``maximumRedirects``), or when it has a
     ///   tracer of its own that records (see ``configuration(_:)``; a `NoOpTracer`, what
@@ -156,9 +160,12 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
             throw NetworkError.invalidRequest(
                 "the method (\(request.method.rawValue.utf8.count) bytes) is not an HTTP token (RFC 9110 §9.1)")
         }
-        // One deadline for the whole attempt: AsyncHTTPClient's delegate API enforces it until the
-        // body's last byte (connecting, redirects, the head and the body), with no task of ours.
-        let deadline = NIODeadline.now() + (request.timeout ?? defaultTimeout).clampedToTimeAmount
+        // A request's timeout is one deadline for the whole attempt: AsyncHTTPClient's delegate
+        // API enforces it until the body's last byte (connecting, redirects, the head and the
+        // body), with no task of ours. Without one, `defaultTimeout` is an idle timeout, each
+        // hop's own (as `URLSession`'s): a large download takes as long as it takes.
+        let deadline = request.timeout.map { NIODeadline.now() + $0.clampedToTimeAmount }
+        let idleTimeout = request.timeout == nil ? defaultTimeout.clampedToTimeAmount : nil
         let policy = redirectPolicy
         let logger = RequestLogger.current
         var current = request
@@ -166,7 +173,8 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
         do {
             while true {
                 var delegate = Exchange(
-                    sent: current, asked: request, policy: policy, redirectsSoFar: redirects, transfer: transfer)
+                    sent: current, asked: request, policy: policy, redirectsSoFar: redirects, transfer: transfer,
+                    idleTimeout: idleTimeout)
                 let task = client.execute(
                     request: try Self.clientRequest(for: current), delegate: delegate, eventLoop: .indifferent,
                     deadline: deadline, logger: logger)
@@ -176,6 +184,7 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
                 if current.body != nil || current.bodyStream != nil || isKnownUniquelyReferenced(&delegate) {
                     delegate.watch(task)
                 }
+                delegate.armIdleTimer(on: task)
                 let exchange = delegate
                 let ending = try await withTaskCancellationHandler {
                     try await exchange.run()

@@ -51,6 +51,12 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
         var events: [Event] = []
         var waiter: CheckedContinuation<Event, Never>?
         var ended = false
+        /// When a byte of the hop was last sent or received, or the transfer last took a part.
+        var lastActivity = NIODeadline.now()
+        /// Whether a part waits for the transfer to take it (the hop is not idle then).
+        var handing = false
+        /// The idle timer, while armed.
+        var idleTimer: Scheduled<Void>?
     }
 
     /// A redirect's own body is drained up to this much so its connection can be reused; past it
@@ -66,13 +72,16 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
     let policy: RedirectPolicy
     let redirectsSoFar: Int
     let transfer: TransferHandler?
+    /// How long the hop may go with nothing sent or received, when its request sets no timeout.
+    let idleTimeout: TimeAmount?
     private let uploadLength: Int64?
     private let state = NIOLockedValueBox(State())
 
     init(
         sent: Conveyor.HTTPRequest, asked: Conveyor.HTTPRequest, policy: RedirectPolicy, redirectsSoFar: Int,
-        transfer: TransferHandler?
+        transfer: TransferHandler?, idleTimeout: TimeAmount?
     ) {
+        self.idleTimeout = idleTimeout
         self.sent = sent
         self.asked = asked
         self.policy = policy
@@ -111,6 +120,44 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
         }
     }
 
+    /// Arms the idle timer, when the hop has an idle timeout: the hop fails with a timeout once
+    /// nothing was sent or received for that long while no part waited for the transfer (the
+    /// meaning of `URLSession`'s `timeoutIntervalForRequest`). One timer per hop, armed here and
+    /// re-armed on the event loop only when it fires early; activity only stamps the time.
+    func armIdleTimer(on task: HTTPClient.Task<Void>) {
+        guard let idleTimeout else { return }
+        schedule(idleCheck: task, at: .now() + idleTimeout)
+    }
+
+    private func schedule(idleCheck task: HTTPClient.Task<Void>, at deadline: NIODeadline) {
+        let timer = task.eventLoop.scheduleTask(deadline: deadline) { [self] in checkIdle(task) }
+        let ended = state.withLockedValue { state -> Bool in
+            if !state.ended { state.idleTimer = timer }
+            return state.ended
+        }
+        if ended { timer.cancel() }
+    }
+
+    private func checkIdle(_ task: HTTPClient.Task<Void>) {
+        guard let idleTimeout else { return }
+        let due = state.withLockedValue { state -> NIODeadline? in
+            if state.ended { return nil }
+            state.idleTimer = nil
+            return state.handing ? .now() + idleTimeout : state.lastActivity + idleTimeout
+        }
+        guard let due else { return }
+        if due <= .now() {
+            task.fail(reason: HTTPClientError.readTimeout)
+        } else {
+            schedule(idleCheck: task, at: due)
+        }
+    }
+
+    /// Stamps the time of the hop's latest activity.
+    private func touch() {
+        state.withLockedValue { $0.lastActivity = .now() }
+    }
+
     /// Hands each part the transfer takes to it, in order, then returns how the hop ended.
     func run() async throws -> Ending {
         while true {
@@ -118,6 +165,10 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
             case .chunk(let data, let promise):
                 do {
                     try await transfer?.receive(data)
+                    state.withLockedValue { state in
+                        state.handing = false
+                        state.lastActivity = .now()
+                    }
                     promise.succeed(())
                 } catch {
                     promise.fail(error)
@@ -131,10 +182,14 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
 
     /// Ends the hop with `result` unless it ended already.
     func end(_ result: Result<Ending, any Error>) {
-        let first = state.withLockedValue { state -> Bool in
-            defer { state.ended = true }
-            return !state.ended
+        let (first, timer) = state.withLockedValue { state -> (Bool, Scheduled<Void>?) in
+            defer {
+                state.ended = true
+                state.idleTimer = nil
+            }
+            return (!state.ended, state.idleTimer)
         }
+        timer?.cancel()
         if first { post(.end(result)) }
     }
 
@@ -171,12 +226,17 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
 
     // MARK: - AsyncHTTPClient's side (on the event loop)
 
+    func didSendRequestHead(task: HTTPClient.Task<Void>, _ head: HTTPRequestHead) {
+        if idleTimeout != nil { touch() }
+    }
+
     func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) {
-        guard let transfer, transfer.observesProgress else { return }
         let bytes = state.withLockedValue { state in
+            if idleTimeout != nil { state.lastActivity = .now() }
             state.sentBytes += Int64(part.readableBytes)
             return state.sentBytes
         }
+        guard let transfer, transfer.observesProgress else { return }
         transfer.sent(bytes, of: uploadLength)
     }
 
@@ -235,6 +295,7 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
         state.withLockedValue { state in
             state.head = Head(status: status, headers: headers)
             state.mode = mode
+            if idleTimeout != nil { state.lastActivity = .now() }
         }
     }
 
@@ -257,6 +318,7 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
             case hand(Data)
         }
         let next = state.withLockedValue { state -> Next in
+            if idleTimeout != nil { state.lastActivity = .now() }
             switch state.mode {
             case .collect(let limit, let expected):
                 if let limit, state.collected.count + buffer.readableBytes > limit {
@@ -265,6 +327,7 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
                 buffer.withUnsafeReadableBytes { state.collected.append(contentsOf: $0) }
                 return .report(Int64(state.collected.count), expected)
             case .take:
+                state.handing = true
                 return .hand(Data(buffer.readableBytesView))
             case .drain:
                 state.drained += buffer.readableBytes

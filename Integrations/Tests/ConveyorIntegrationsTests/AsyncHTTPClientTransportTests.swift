@@ -101,6 +101,32 @@ struct SignalBeforeSend: SendObserving {
         }
     }
 
+    /// Without a request timeout, `defaultTimeout` is an idle timeout (as `URLSession`'s), not a
+    /// deadline for the whole attempt: a body that keeps coming takes as long as it takes, in a
+    /// response or a download; a silence longer than it ends the attempt.
+    @Test func withoutARequestTimeoutTheDefaultIsAnIdleTimeout() async throws {
+        try await LocalServer.withServer { server in
+            let transport = try AsyncHTTPClientTransport(client: sharedHTTPClient, defaultTimeout: .milliseconds(700))
+            // 24 bytes 100 ms apart: 2.4 s in all, never 700 ms without a byte.
+            let steady = try await transport.send(HTTPRequest(url: server.url("/trickle?bytes=24&interval=0.1&head=0")))
+            #expect(steady.body == Data(repeating: UInt8(ascii: "x"), count: 24))
+
+            let client = NetworkClient(baseURL: server.baseURL, transport: transport)
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("idle-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: file) }
+            let request = Request<Void>(path: "/trickle", query: ["bytes": 24, "interval": "0.1", "head": 0])
+            _ = try await client.download(request, to: file)
+            #expect(try Data(contentsOf: file) == Data(repeating: UInt8(ascii: "x"), count: 24))
+
+            // The head, one byte, then 5 s of silence.
+            let start = ContinuousClock.now
+            await #expect(throws: NetworkError.timedOut) {
+                try await transport.send(HTTPRequest(url: server.url("/trickle?bytes=3&interval=5&head=0")))
+            }
+            #expect(ContinuousClock.now - start < .seconds(4.5), "took \(ContinuousClock.now - start)")
+        }
+    }
+
     @Test func cancellingEndsTheCallAtOnce() async throws {
         try await LocalServer.withServer { server in
             let (sent, signal) = AsyncStream<Void>.makeStream()
