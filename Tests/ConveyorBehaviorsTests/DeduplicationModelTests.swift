@@ -143,7 +143,7 @@ struct ModelDoor: AttemptIntercepting {
 
     @Test(arguments: 0..<40)
     func randomArrivalsCancellationsAndOutcomesMatchTheModel(seed: UInt64) async throws {
-        let finished = await withinTimeLimit(seconds: 30) { await Self.run(seed: seed) }
+        let finished = await withinTimeLimit(seconds: hangBound) { await Self.run(seed: seed) }
         #expect(finished == true, "seed \(seed): the behavior did not do what the model says (it waited in vain)")
     }
 

@@ -132,7 +132,7 @@ final class HangingRefresher: TokenRefresher {
         await refresher.started.entered(1)
         tasks.forEach { $0.cancel() }
         for task in tasks { #expect(await task.value == "cancelled") }
-        let cancelled = await withinTimeLimit(seconds: 30) { () -> Bool in
+        let cancelled = await withinTimeLimit(seconds: hangBound) { () -> Bool in
             await refresher.sawCancellation.entered(1)
             return true
         }
@@ -164,7 +164,7 @@ final class HangingRefresher: TokenRefresher {
         let auth = AuthTokenBehavior(tokens: store, refresher: refresher)
         let client = NetworkClient(baseURL: apiURL, transport: mock, configuration: .init(timeout: timeout)) { auth }
         refresher.client.withLock { $0 = client }
-        let result = await withinTimeLimit(seconds: 30) {
+        let result = await withinTimeLimit(seconds: hangBound) {
             await outcome { try await client.send(Request<Void>(path: "/me")) }
         }
         #expect(result == "success")
@@ -182,7 +182,7 @@ final class HangingRefresher: TokenRefresher {
         let auth = AuthTokenBehavior(tokens: store, refresher: refresher)
         let client = makeClient(mock) { auth }
         refresher.client.withLock { $0 = client }
-        let result = await withinTimeLimit(seconds: 30) {
+        let result = await withinTimeLimit(seconds: hangBound) {
             await outcome { try await client.send(Request<Void>(path: "/me")) }
         }
         // The refresh failed (its own 401): the session is over, and reads as such.

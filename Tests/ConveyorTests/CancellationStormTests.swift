@@ -19,7 +19,7 @@ import Testing
 @Suite(.serialized) struct CancellationStormTests {
     @Test(arguments: TransportKind.allCases)
     func aCancellationStormFinishesEveryRequest(kind: TransportKind) async throws {
-        let watchdog = Watchdog(seconds: 120, "the cancellation storm (\(kind.rawValue))")
+        let watchdog = Watchdog(seconds: hangBound, "the cancellation storm (\(kind.rawValue))")
         defer { watchdog.disarm() }
         try await LocalServer.withServer { server in
             let client = NetworkClient(baseURL: server.baseURL, transport: kind.make(.ephemeral, connections: 32))
@@ -68,7 +68,7 @@ import Testing
 @Suite(.serialized) struct CancelAtStartTests {
     @Test(arguments: TransportKind.allCases)
     func cancellingRightAfterTheStartNeverTraps(kind: TransportKind) async throws {
-        let watchdog = Watchdog(seconds: 120, "cancel at start (\(kind.rawValue))")
+        let watchdog = Watchdog(seconds: hangBound, "cancel at start (\(kind.rawValue))")
         defer { watchdog.disarm() }
         try await LocalServer.withServer { server in
             let client = NetworkClient(baseURL: server.baseURL, transport: kind.make(.default, connections: 16))

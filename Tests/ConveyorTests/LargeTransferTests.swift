@@ -125,7 +125,7 @@ import Testing
             let download = Task { try await client.download(request, to: destination) }
             _ = await started.first { _ in true }
             download.cancel()
-            let outcome = await withinTimeLimit(seconds: 30) { await download.result }
+            let outcome = await withinTimeLimit(seconds: hangBound) { await download.result }
             guard case .failure(let error)? = outcome else {
                 Issue.record("the download did not fail: \(String(describing: outcome))")
                 return

@@ -83,7 +83,7 @@ final class CountingStreamer: StreamingHTTPTransport, Sendable {
                 break
             }
         }
-        let outcome = await withinTimeLimit(seconds: 30) { await ended.first { _ in true } }
+        let outcome = await withinTimeLimit(seconds: hangBound) { await ended.first { _ in true } }
         #expect(outcome == "cancelled")
     }
 
@@ -101,7 +101,7 @@ final class CountingStreamer: StreamingHTTPTransport, Sendable {
             #expect(chunk == patterned(100))
             break
         }
-        let outcome = await withinTimeLimit(seconds: 30) { await ended.first { _ in true } }
+        let outcome = await withinTimeLimit(seconds: hangBound) { await ended.first { _ in true } }
         #expect(outcome == "cancelled")
         #expect(held.withLock { $0?.response.status } == 200)  // still held
     }
@@ -122,9 +122,9 @@ final class CountingStreamer: StreamingHTTPTransport, Sendable {
             }
         }
         reader.cancel()
-        let readerOutcome = await withinTimeLimit(seconds: 30) { await reader.value }
+        let readerOutcome = await withinTimeLimit(seconds: hangBound) { await reader.value }
         #expect(readerOutcome == "cancelled")
-        let outcome = await withinTimeLimit(seconds: 30) { await ended.first { _ in true } }
+        let outcome = await withinTimeLimit(seconds: hangBound) { await ended.first { _ in true } }
         #expect(outcome == "cancelled")
     }
 

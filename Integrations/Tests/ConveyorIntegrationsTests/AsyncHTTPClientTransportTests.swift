@@ -180,7 +180,7 @@ struct SignalBeforeSend: SendObserving {
         var upload = HTTPRequest(method: .post, url: url)
         upload.body = Data("body".utf8)
         for request in [HTTPRequest(url: url), upload] {
-            let ended = await withinTimeLimit(seconds: 60) { () -> NetworkError? in
+            let ended = await withinTimeLimit(seconds: hangBound) { () -> NetworkError? in
                 do {
                     _ = try await transport.send(request)
                     return nil
