@@ -189,8 +189,11 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
                 let ending = try await withTaskCancellationHandler {
                     try await exchange.run()
                 } onCancel: {
-                    task.cancel()
+                    // The hop ends as cancelled first: AsyncHTTPClient tells the delegate of the
+                    // failure the cancellation causes on its event loop, which could come first
+                    // and with another error.
                     exchange.end(.failure(CancellationError()))
+                    task.cancel()
                 }
                 switch ending {
                 case .response(var response):
