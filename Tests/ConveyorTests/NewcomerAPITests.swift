@@ -1,4 +1,5 @@
 import Conveyor
+import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
@@ -169,7 +170,9 @@ import Testing
         mock.enqueue(.status(503, headers: ["Retry-After": "20"]), .json(["ok": true]))
         let client = NetworkClient(
             baseURL: URL(string: "https://api.test")!, transport: mock,
-            configuration: .init(timeout: .seconds(30), clock: waits)
+            // The timeout is real and far above the wait: under the sanitizer beside other suites,
+            // 30 s of real time once went by before the retry, and its wait was cut to what was left.
+            configuration: .init(timeout: .seconds(hangBound), clock: waits)
         ) {
             RetryBehavior(.exponentialBackoff(maxAttempts: 2))
         }
