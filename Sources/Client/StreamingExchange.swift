@@ -70,6 +70,8 @@ package final class StreamingExchange: TaskExchange {
     }
 
     let request: HTTPRequest
+    /// The request the pipeline sent, before any redirect this transport followed itself.
+    private let asked: HTTPRequest
     let redirectsBefore: Int
     private let transfer: TransferHandler
     private let session: URLSession
@@ -81,10 +83,11 @@ package final class StreamingExchange: TaskExchange {
     private let spilled: Locked<Int64>
 
     init(
-        request: HTTPRequest, transfer: TransferHandler, session: URLSession, redirectsBefore: Int,
-        spilled: Locked<Int64>
+        request: HTTPRequest, asked: HTTPRequest, transfer: TransferHandler, session: URLSession,
+        redirectsBefore: Int, spilled: Locked<Int64>
     ) {
         self.request = request
+        self.asked = asked
         self.spilled = spilled
         self.transfer = transfer
         self.session = session
@@ -252,9 +255,12 @@ package final class StreamingExchange: TaskExchange {
                 guard let http = response as? HTTPURLResponse else { continue }
                 head = http
                 firstByte = started.duration(to: .now)
+                // The head as the behaviors see it if the body breaks off: the request they sent,
+                // and no `Set-Cookie` from an origin other than its own (a redirect target,
+                // followed by the session or by this transport).
                 taking = try transfer.takesBody(
                     of: HTTPResponse(
-                        status: http.statusCode, deferredHeaders: { [url = request.url] in responseHeaders(http, requested: url) }, body: Data(), request: request))
+                        status: http.statusCode, deferredHeaders: { [url = asked.url] in responseHeaders(http, requested: url) }, body: Data(), request: asked))
                 continue
             case .chunk(let chunk):
                 data = chunk

@@ -154,8 +154,8 @@ public final class URLSessionTransport: StreamingHTTPTransport {
                 }
             if let transfer, transfer.takesBodies {
                 exchange = StreamingExchange(
-                    request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar,
-                    spilled: spilledBytes)
+                    request: hop, asked: request, transfer: transfer, session: session,
+                    redirectsBefore: redirectsSoFar, spilled: spilledBytes)
             } else {
                 exchange = DataTaskExchange(
                     request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar)

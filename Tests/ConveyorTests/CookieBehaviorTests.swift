@@ -54,6 +54,39 @@ import Testing
         }
     }
 
+    /// A body taken as it arrives (a download, a stream) hands its head to the behaviors when the
+    /// connection drops after it; after a redirect to another origin, that head carries no
+    /// `Set-Cookie` either: a redirect the session follows (a 302) or one the transport follows
+    /// itself (a 307 with a body, on Linux), where the head reached `CookieBehavior` whole.
+    @Test func aRedirectTargetCannotSetOneInAHeadWhoseBodyBrokeOff() async throws {
+        try await LocalServer.withServer { home in
+            try await LocalServer.withServer { other in
+                let jar = CookieJar()
+                let client = NetworkClient(baseURL: home.baseURL) { CookieBehavior(jar: jar) }
+                let target = other.url("/fault/truncatedcookie").absoluteString
+                let file = FileManager.default.temporaryDirectory.appendingPathComponent("plant-\(UUID().uuidString)")
+                defer { try? FileManager.default.removeItem(at: file) }
+                for status in ["302", "307"] {
+                    let request = Request<Void>(
+                        method: .post, path: "/redirect", query: ["to": target, "status": status],
+                        body: .data(Data("hello".utf8), contentType: "text/plain"))
+                    await #expect(throws: NetworkError.self) { try await client.download(request, to: file) }
+                    #expect(jar.cookies.isEmpty, "\(status): \(jar.cookies.map(\.name))")
+                    await #expect(throws: NetworkError.self) {
+                        for try await _ in try await client.stream(request).body {}
+                    }
+                    #expect(jar.cookies.isEmpty, "\(status): \(jar.cookies.map(\.name))")
+                }
+                // The same head from its own origin sets it: the test can fail.
+                let direct = NetworkClient(baseURL: other.baseURL) { CookieBehavior(jar: jar) }
+                await #expect(throws: NetworkError.self) {
+                    try await direct.download(Request<Void>(path: "/fault/truncatedcookie"), to: file)
+                }
+                #expect(jar.cookies.map(\.name) == ["planted"])
+            }
+        }
+    }
+
     @Test func theCacheNeverServesOneSessionsAnswerToAnother() async throws {
         try await LocalServer.withServer { server in
             let cache = CacheBehavior()

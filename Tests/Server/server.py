@@ -621,6 +621,9 @@ class Handler(BaseHTTPRequestHandler):
             pass
         elif kind == "truncated":  # promises 1000 bytes, sends 10
             w.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n[1,2,3,4,5")
+        elif kind == "truncatedcookie":  # sets a cookie, promises 1000 bytes, sends 10
+            w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nSet-Cookie: planted=1; Path=/\r\n"
+                    b"Content-Length: 1000\r\n\r\n0123456789")
         elif kind == "midheaders":  # closes in the middle of the headers
             w.write(b"HTTP/1.1 200 OK\r\nContent-Ty")
         elif kind == "shortlength":  # Content-Length smaller than the body

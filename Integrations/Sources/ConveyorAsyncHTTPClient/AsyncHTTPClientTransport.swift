@@ -196,11 +196,9 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
                     task.cancel()
                 }
                 switch ending {
-                case .response(var response):
-                    // A redirect target on another origin may not set cookies for the one asked.
-                    if redirects > 0 {
-                        response.headers = policy.delivering(response.headers, from: current.url, askedFor: request.url)
-                    }
+                case .response(let response):
+                    // Its head has no `Set-Cookie` from a redirect target on another origin
+                    // (`Exchange.accept`).
                     return response
                 case .redirect(let next):
                     redirects += 1

@@ -274,7 +274,7 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
             default: break
             }
         }
-        let headers = Conveyor.HTTPHeaders(fields)
+        var headers = Conveyor.HTTPHeaders(fields)
         let mode: Mode
         switch policy.step(status: status, location: location, after: sent, redirectsSoFar: redirectsSoFar) {
         case .tooManyRedirects:
@@ -282,6 +282,10 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
         case .follow(let next):
             mode = .drain(next: next)
         case .deliver:
+            // A redirect target on another origin may not set cookies for the one asked: not in
+            // the response, nor in the head a transfer takes (the behaviors see it when the body
+            // breaks off).
+            if redirectsSoFar > 0 { headers = policy.delivering(headers, from: sent.url, askedFor: asked.url) }
             let response = Conveyor.HTTPResponse(status: status, headers: headers, body: Data(), request: asked)
             if try transfer?.takesBody(of: response) == true {
                 mode = .take

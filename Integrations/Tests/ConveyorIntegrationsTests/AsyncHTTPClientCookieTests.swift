@@ -25,4 +25,35 @@ import Testing
             }
         }
     }
+
+    /// A body taken as it arrives (a download, a stream, an event stream) hands its head to the
+    /// behaviors when the connection drops after it; after a redirect to another origin, that
+    /// head may not carry the target's `Set-Cookie` either (it reached `CookieBehavior` whole,
+    /// and the cookie was stored for the origin asked).
+    @Test func aRedirectTargetCannotPlantOneInAHeadWhoseBodyBrokeOff() async throws {
+        try await LocalServer.withServer { home in
+            try await LocalServer.withServer { other in
+                let jar = CookieJar()
+                let client = try ahcClient(home) { CookieBehavior(jar: jar) }
+                let target = other.url("/fault/truncatedcookie").absoluteString
+                let file = FileManager.default.temporaryDirectory.appendingPathComponent("plant-\(UUID().uuidString)")
+                defer { try? FileManager.default.removeItem(at: file) }
+                await #expect(throws: NetworkError.self) {
+                    try await client.download(Request<Void>(path: "/redirect", query: ["to": target]), to: file)
+                }
+                #expect(jar.cookies.isEmpty, "\(jar.cookies.map(\.name))")
+                await #expect(throws: NetworkError.self) {
+                    let stream = try await client.stream(Request<Void>(path: "/redirect", query: ["to": target]))
+                    for try await _ in stream.body {}
+                }
+                #expect(jar.cookies.isEmpty, "\(jar.cookies.map(\.name))")
+                // The same head from its own origin sets it: the test can fail.
+                let direct = try ahcClient(other) { CookieBehavior(jar: jar) }
+                await #expect(throws: NetworkError.self) {
+                    try await direct.download(Request<Void>(path: "/fault/truncatedcookie"), to: file)
+                }
+                #expect(jar.cookies.map(\.name) == ["planted"])
+            }
+        }
+    }
 }
