@@ -41,6 +41,11 @@ import Testing
         }
     }
 
+    @Test func aTransportThatLetsARedirectTargetSetCookiesFails() async {
+        let outcome = await TransportConformance.run(.crossOriginRedirect, on: CookiePassingTransport())
+        #expect(failure(outcome)?.contains("delivered the other origin's Set-Cookie") == true, "\(outcome)")
+    }
+
     @Test func aTransportThatIgnoresCancellationFails() async {
         let outcome = await TransportConformance.run(
             .cancellation, on: CancellationIgnoringTransport(inner: Self.healthy),
@@ -199,6 +204,24 @@ struct ForwardingTransport: HTTPTransport {
                 let next = URL(string: location, relativeTo: current.url)
             else { return response }
             current.url = next.absoluteURL
+        }
+        return try await session.send(current)
+    }
+}
+
+/// Follows redirects itself and drops every credential header on the way, but delivers the
+/// last response's headers whole: what the `Set-Cookie` part of `crossOriginRedirect` must catch.
+struct CookiePassingTransport: HTTPTransport {
+    let session = URLSession(configuration: .ephemeral, delegate: RefusingRedirects(), delegateQueue: nil)
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var current = request
+        for _ in 0..<5 {
+            let response = try await session.send(current)
+            guard (300..<400).contains(response.status), let location = response.headers["Location"],
+                let next = URL(string: location, relativeTo: current.url)
+            else { return response }
+            current.url = next.absoluteURL
+            current.headers = HTTPHeaders(request.headers.filter { !request.sensitiveHeaders.contains($0.name) })
         }
         return try await session.send(current)
     }

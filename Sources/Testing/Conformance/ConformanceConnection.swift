@@ -263,7 +263,8 @@ import Foundation
             let segments = request.path.split(separator: "/")
             switch request.path {
             case "/echo":
-                return reply(200, body: request.echo, type: "application/json", to: request)
+                let cookie = query["cookie"] == "1" ? [("Set-Cookie", ConformanceProbe.plantedCookie)] : []
+                return reply(200, body: request.echo, type: "application/json", cookie, to: request)
             case _ where segments.count == 2 && segments[0] == "status":
                 let status = Int(segments[1]).map { min(max($0, 200), 599) } ?? 500
                 let body = status == 204 || status == 304 ? Data() : Data("status \(status)".utf8)
@@ -284,7 +285,9 @@ import Foundation
                 items.insert("n=\(left - 1)", at: 0)
                 return reply(302, [("Location", "/redirect-chain?" + items.joined(separator: "&"))], to: request)
             case "/close-mid-body":
-                let head = head(200, [("Content-Type", "application/octet-stream"), ("Content-Length", "1000")])
+                let cookie = query["cookie"] == "1" ? [("Set-Cookie", ConformanceProbe.plantedCookie)] : []
+                let head = head(
+                    200, [("Content-Type", "application/octet-stream"), ("Content-Length", "1000")] + cookie)
                 _ = send(head) && send(ConformancePattern.bytes(count: 100))
                 return false
             case "/garbage":

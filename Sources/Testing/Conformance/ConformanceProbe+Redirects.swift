@@ -78,8 +78,46 @@ extension ConformanceProbe {
             guard arrived.headers["X-Ordinary"] == "kept" else {
                 throw ConformanceFailure("\(what) dropped X-Ordinary, which is not a credential")
             }
+            let planting = redirect(status, to: server.url("/echo?cookie=1", listener: 1).absoluteString)
+            let planted = try await self.response(HTTPRequest(url: server.url(planting)), "GET \(planting)")
+            guard !planted.headers.contains("Set-Cookie") else {
+                throw ConformanceFailure(
+                    "\(what) delivered the other origin's Set-Cookie: the response is the asked URL's, and a "
+                        + "redirect target may not set cookies for it")
+            }
+            try await cookieInBrokenOffHead(after: status)
         }
         return nil
+    }
+
+    /// The `Set-Cookie` the conformance server sets where a check asks it to.
+    static let plantedCookie = "planted=conformance-7d1e; Path=/"
+
+    /// A download redirected by `status` to another origin whose body breaks off after a head with
+    /// a `Set-Cookie`: the behaviors see that head (a dropped stream's cookies count), without the
+    /// cookie. A 307 sends a `POST` with a body, which a transport may follow itself.
+    private func cookieInBrokenOffHead(after status: Int) async throws(ConformanceFailure) {
+        guard transport is any StreamingHTTPTransport else { return }
+        let target = redirect(status, to: server.url("/close-mid-body?cookie=1", listener: 1).absoluteString)
+        let what = "a download redirected by \(status) to another origin whose body broke off"
+        let jar = CookieJar()
+        let client = NetworkClient(baseURL: server.url("/"), transport: transport) { CookieBehavior(jar: jar) }
+        let request = Request<Void>(
+            method: status == 307 ? .post : .get, path: server.url(target).absoluteString,
+            body: status == 307 ? .data(Data("a body".utf8), contentType: "text/plain") : .none)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("conveyor-conformance-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let ended = await Self.bounded(Self.hangLimit) { try await client.download(request, to: file) }
+        switch ended {
+        case nil: throw ConformanceFailure("\(what): the download did not end within \(Self.hangLimit) (a hang)")
+        case .success: throw ConformanceFailure("\(what): the download succeeded with 100 of 1000 bytes")
+        case .failure: break
+        }
+        guard jar.cookies.isEmpty else {
+            throw ConformanceFailure(
+                "\(what): the head the behaviors saw carried the other origin's Set-Cookie, and CookieBehavior "
+                    + "stored it for the origin asked")
+        }
     }
 
     func redirectMethods() async throws(ConformanceFailure) -> String? {
