@@ -105,7 +105,7 @@ extension ConformanceProbe {
         let request = Request<Void>(
             method: status == 307 ? .post : .get, path: server.url(target).absoluteString,
             body: status == 307 ? .data(Data("a body".utf8), contentType: "text/plain") : .none)
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("conveyor-conformance-\(UUID().uuidString)")
+        let file = Self.scratchFile("redirected.bin")
         defer { try? FileManager.default.removeItem(at: file) }
         let ended = await Self.bounded(Self.hangLimit) { try await client.download(request, to: file) }
         switch ended {

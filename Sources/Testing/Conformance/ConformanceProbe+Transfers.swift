@@ -17,7 +17,7 @@ extension ConformanceProbe {
         ) { all }
     }
 
-    private static func scratchFile(_ name: String) -> URL {
+    static func scratchFile(_ name: String) -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("conveyor-conformance-\(UUID().uuidString)-\(name)")
     }
 
