@@ -208,6 +208,9 @@ struct ModelDoor: AttemptIntercepting {
                 let all = waiters.values.flatMap { $0 }.sorted()
                 let caller = all[Int(random.next() % UInt64(all.count))]
                 guard let path = pathOf[caller], let task = tasks[caller] else { return false }
+                // Counted before the cancel: the caller that sends again can park at the door
+                // before this task reads the count, and would then wait for one park too many.
+                let doorParksBefore = board.parks(slot(.door, path))
                 task.cancel()
                 expected[caller] = "cancelled"
                 waiters[path]?.removeAll { $0 == caller }
@@ -221,7 +224,7 @@ struct ModelDoor: AttemptIntercepting {
                     flights[path] = Flight(leader: first, phase: .door)
                     sends += 1
                     let (door, transport) = (slot(.door, path), slot(.transport, path))
-                    let doorParks = board.parks(door) + 1
+                    let doorParks = doorParksBefore + 1
                     let wasInTransport = flight.phase == .transport
                     await board.waitUntil { slots, parks in
                         parks[door, default: 0] >= doorParks && slots.contains(door)
