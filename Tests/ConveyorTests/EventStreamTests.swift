@@ -90,8 +90,10 @@ struct EndSignal: SuccessObserving, FailureObserving {
             baseURL: URL(string: "http://127.0.0.1:9/")!, transport: transport,
             configuration: .init(clock: clock, timeoutClock: timeoutClock)
         ) {
-            RecordingBehavior("R", recorder: recorder)
+            // First, so that its ending hook runs last (response-side hooks run last to first):
+            // when it signals, every other behavior's ending hook has run.
             signal
+            RecordingBehavior("R", recorder: recorder)
         }
     }
 
