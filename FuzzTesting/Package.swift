@@ -29,6 +29,8 @@ let package = Package(
         .executableTarget(name: "FuzzCacheEntry", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzRedactor", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzEventStream", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzSetCookie", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzRedirect", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

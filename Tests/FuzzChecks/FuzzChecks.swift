@@ -30,6 +30,8 @@ public enum FuzzChecks {
         ("cache-entry", cacheEntry),
         ("redactor", redactor),
         ("event-stream", eventStream),
+        ("set-cookie", setCookie),
+        ("redirect", redirect),
     ]
 
     /// The check named `name`.
@@ -139,6 +141,140 @@ public enum FuzzChecks {
         else { return "type \(type.type)/\(type.subtype)" }
         _ = type.isJSON || type.isFormURLEncoded
         return nil
+    }
+
+    // MARK: - Cookies
+
+    /// The URLs a `Set-Cookie` can come from in the checks: names, an IP address, a port, a path.
+    static let cookieOrigins = [
+        "https://api.example.com/v1/items", "http://example.com/", "https://127.0.0.1:8443/a/b/",
+        "http://sub.api.example.com/x/y?z=1", "https://example.com/deep/path/file.json",
+    ].compactMap(URL.init(string:))
+    /// Sites no response from ``cookieOrigins`` may set a cookie for.
+    static let otherSites = [
+        "https://elsewhere.test/", "https://notexample.com/", "https://example.com.evil.test/", "https://com/",
+        "https://127.0.0.2:8443/a/b/",
+    ].compactMap(URL.init(string:))
+
+    /// `Set-Cookie`, through a ``CookieJar``: the input chooses the URL that answered and one to
+    /// four header values (any bytes). Whatever the jar keeps has a name, no control character,
+    /// the size limit, a path, `Secure` only from `https`, and a domain the answering host
+    /// domain-matches (itself for a host-only cookie; never an IP address's parent, never a bare
+    /// label); the jar stays within its limits, the `Cookie` header it writes holds no control
+    /// character, and no other site is sent anything.
+    @Sendable public static func setCookie(_ bytes: [UInt8]) -> String? {
+        var input = FuzzInput(bytes)
+        let url = cookieOrigins[input.choose(cookieOrigins.count)]
+        let count = 1 + input.choose(4)
+        var values: [String] = []
+        for index in 0..<count {
+            // The last value takes the rest of the input; the others a length the input chooses.
+            let length = index == count - 1 ? max(0, input.bytes.count - input.offset) : input.choose(512)
+            values.append(String(decoding: input.bytes(length), as: UTF8.self))
+        }
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let jar = CookieJar(now: { now })
+        jar.store(setCookies: values, from: url)
+        guard let host = url.host?.lowercased() else { return nil }
+        let cookies = jar.cookies
+        if cookies.count > CookieJar.maximumCount { return "\(cookies.count) cookies kept" }
+        for cookie in cookies {
+            if cookie.name.isEmpty { return "a cookie without a name from \(values.debugDescription)" }
+            if (cookie.name + cookie.value).unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                return "a control character kept in \(cookie.name.debugDescription)=\(cookie.value.debugDescription)"
+            }
+            if cookie.name.utf8.count + cookie.value.utf8.count > CookieJar.maximumSize { return "an oversized cookie kept" }
+            if !cookie.path.hasPrefix("/") { return "path \(cookie.path.debugDescription)" }
+            if cookie.secure && url.scheme != "https" { return "a Secure cookie from \(url)" }
+            if cookie.hostOnly ? cookie.domain != host : !(host == cookie.domain || host.hasSuffix("." + cookie.domain)) {
+                return "domain \(cookie.domain.debugDescription) kept from \(host)"
+            }
+            if !cookie.hostOnly && cookie.domain != host && (!cookie.domain.contains(".") || isIPAddress(host)) {
+                return "domain \(cookie.domain.debugDescription) kept from \(host)"
+            }
+            if cookies.filter({ $0.domain == cookie.domain }).count > CookieJar.maximumPerDomain {
+                return "more than \(CookieJar.maximumPerDomain) cookies for \(cookie.domain)"
+            }
+        }
+        for target in [url] + cookieOrigins {
+            if let header = jar.header(for: target), header.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+                return "a control character in the Cookie header \(header.debugDescription)"
+            }
+        }
+        for site in otherSites {
+            if let header = jar.header(for: site) { return "\(site) is sent \(header.debugDescription)" }
+        }
+        return nil
+    }
+
+    /// An IP address rather than a name (RFC 6265 §5.1.3): a cookie for it is host-only.
+    static func isIPAddress(_ host: String) -> Bool {
+        host.contains(":") || (!host.isEmpty && host.allSatisfy { $0 == "." || $0.isNumber })
+    }
+
+    // MARK: - Redirects
+
+    /// Where the redirect checks start from.
+    static let redirectOrigins = [
+        "https://api.example.com/v1/items?page=2", "http://127.0.0.1:8080/a/b", "https://example.com:8443/",
+        "http://[::1]:9/x",
+    ].compactMap(URL.init(string:))
+
+    /// A `Location` (any bytes) through ``RedirectPolicy``, after a status, method and hop count
+    /// the input chooses, from a request that carries every kind of credential header. A followed
+    /// hop goes to an `http`/`https` URL with a host, which reads back as the same origin from
+    /// its own text (a transport that parses it again connects where the policy judged); to
+    /// another origin it carries no sensitive header; its method and body are the status's
+    /// (RFC 9110 §15.4); the hop count is capped; and a final response from another origin
+    /// delivers no `Set-Cookie`.
+    @Sendable public static func redirect(_ bytes: [UInt8]) -> String? {
+        var input = FuzzInput(bytes)
+        let start = redirectOrigins[input.choose(redirectOrigins.count)]
+        let status = [301, 302, 303, 307, 308, 300, 304, 200][input.choose(8)]
+        let method: HTTPMethod = [.get, .post, .head, .put][input.choose(4)]
+        let soFar = input.choose(12)
+        let policy = RedirectPolicy(maximumRedirects: input.choose(11))
+        var request = HTTPRequest(
+            method: method, url: start,
+            headers: [
+                "Authorization": "Bearer a", "Cookie": "s=1", "X-API-Key": "k", "X-Tenant-Secret": "t", "X-Custom-Cred": "c",
+                "Accept": "application/json", "Content-Type": "application/json",
+            ],
+            body: method == .post || method == .put ? Data("{}".utf8) : nil)
+        request.sensitiveHeaders = request.sensitiveHeaders.adding(["X-Custom-Cred"])
+        let location = String(decoding: input.bytes(max(0, input.bytes.count - input.offset)), as: UTF8.self)
+
+        switch policy.step(status: status, location: location, after: request, redirectsSoFar: soFar) {
+        case .deliver:
+            return nil
+        case .tooManyRedirects:
+            return soFar >= policy.maximumRedirects ? nil : "too many redirects after \(soFar) of \(policy.maximumRedirects)"
+        case .follow(let next):
+            guard [301, 302, 303, 307, 308].contains(status) else { return "followed a \(status)" }
+            guard soFar < policy.maximumRedirects else { return "followed redirect \(soFar + 1) of \(policy.maximumRedirects)" }
+            guard let scheme = next.url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                let origin = Origin(next.url)
+            else { return "followed \(location.debugDescription) to \(next.url)" }
+            guard let reparsed = URL(string: next.url.absoluteString), Origin(reparsed) == origin else {
+                return "\(next.url.absoluteString.debugDescription) reads back as another origin"
+            }
+            let crossOrigin = Origin(start) != origin
+            if crossOrigin, let kept = next.headers.first(where: { request.sensitiveHeaders.contains($0.name) }) {
+                return "\(kept.name) kept on a redirect from \(start) to \(next.url)"
+            }
+            let becomesGET = (status == 303 && method != .head) || ((status == 301 || status == 302) && method == .post)
+            if becomesGET {
+                if next.method != .get || next.body != nil || next.headers["Content-Type"] != nil {
+                    return "a \(status) after \(method) went on as \(next.method) with its body"
+                }
+            } else if next.method != method || next.body != request.body {
+                return "a \(status) after \(method) went on as \(next.method)"
+            }
+            let delivered = policy.delivering(["Set-Cookie": "s=2", "Content-Type": "text/plain"], from: next.url, askedFor: start)
+            if crossOrigin && delivered["Set-Cookie"] != nil { return "\(next.url) set a cookie for \(start)" }
+            if !crossOrigin && delivered["Set-Cookie"] == nil { return "a same-origin Set-Cookie was removed" }
+            return nil
+        }
     }
 
     // MARK: - Cache entries

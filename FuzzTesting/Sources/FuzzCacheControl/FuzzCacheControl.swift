@@ -1,6 +1,6 @@
 import FuzzDriver
 
-/// The libFuzzer target for the "cache-control" check (FuzzTesting/README.md).
+/// The libFuzzer target for the "cache-control" check (Docs/Reliability.md, "Fuzz targets").
 @main enum FuzzCacheControl {
     static func main() { runFuzzer(check: "cache-control") }
 }

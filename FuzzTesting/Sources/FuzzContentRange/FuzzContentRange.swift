@@ -1,6 +1,6 @@
 import FuzzDriver
 
-/// The libFuzzer target for the "content-range" check (FuzzTesting/README.md).
+/// The libFuzzer target for the "content-range" check (Docs/Reliability.md, "Fuzz targets").
 @main enum FuzzContentRange {
     static func main() { runFuzzer(check: "content-range") }
 }

@@ -1,6 +1,6 @@
 import FuzzDriver
 
-/// The libFuzzer target for the "retry-after" check (FuzzTesting/README.md).
+/// The libFuzzer target for the "retry-after" check (Docs/Reliability.md, "Fuzz targets").
 @main enum FuzzRetryAfter {
     static func main() { runFuzzer(check: "retry-after") }
 }

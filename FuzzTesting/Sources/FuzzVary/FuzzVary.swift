@@ -1,6 +1,6 @@
 import FuzzDriver
 
-/// The libFuzzer target for the "vary" check (FuzzTesting/README.md).
+/// The libFuzzer target for the "vary" check (Docs/Reliability.md, "Fuzz targets").
 @main enum FuzzVary {
     static func main() { runFuzzer(check: "vary") }
 }
