@@ -97,6 +97,40 @@ final class HangingRefresher: TokenRefresher {
         await refresher.sawCancellation.entered(1)  // the abandoned refresh was cancelled
     }
 
+    /// A 401 that was on its way while a refresh timed out ends as that refresh's waiters did
+    /// (`.behaviorFailed`), without a second refresh.
+    @Test func aLate401FromBeforeATimedOutRefreshSharesItsOutcome() async {
+        let refresher = HangingRefresher()
+        let clock = ManualClock()
+        let auth = AuthTokenBehavior(
+            tokens: InMemoryTokenStore(token: "stale"), refresher: refresher, refreshTimeout: .seconds(5), clock: clock)
+        let parked = Gate()
+        let release = Gate()
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/a", reply: .status(401))
+        mock.stub(nil, "/v1/b", reply: .handler { _ in
+            await parked.open()
+            await release.wait()
+            return .status(401)
+        })
+        let client = makeClient(mock) { auth }
+        let late = Task { await outcome { try await client.send(Request<Void>(path: "/b")) } }
+        await parked.wait()
+        let first = Task { await outcome { try await client.send(Request<Void>(path: "/a")) } }
+        await refresher.started.entered(1)
+        await clock.waitForSleepers(1)  // the refresh's own timer
+        clock.advance(by: .seconds(5))
+        #expect(await first.value == "AuthTokenBehavior failed in additionalHeaders")
+        await release.open()
+        // Bounded: a second refresh would hang (the refresher never returns, the clock stands
+        // still); at the bound the request is cancelled, and ends as such.
+        let lateOutcome = await withinTimeLimit(seconds: hangBound) {
+            await withTaskCancellationHandler { await late.value } onCancel: { late.cancel() }
+        }
+        #expect(lateOutcome == "AuthTokenBehavior failed in additionalHeaders")
+        #expect(await auth.refreshCount == 1)
+    }
+
     @Test func aWaiterLeavesAndTheRefreshGoesOnForTheOthers() async throws {
         let gate = Gate()
         let tokens = FakeTokens("stale", gate: gate)

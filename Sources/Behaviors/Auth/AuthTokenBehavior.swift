@@ -77,7 +77,12 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
         func value(for token: String) -> String { scheme.map { $0 + " " + token } ?? token }
     }
 
-    enum SentToken: RequestContextKey { static let defaultValue: String? = nil }
+    /// The token an attempt was sent with, and how many refreshes had ended by then.
+    struct Sent {
+        var token: String?
+        var refreshesEnded: UInt64
+    }
+    enum SentToken: RequestContextKey { static let defaultValue: Sent? = nil }
     /// The run of attempts (its first attempt) in which this request refreshed: once per request,
     /// or once per connection of an event stream (a reconnect starts a new run).
     enum Refreshed: RequestContextKey { static let defaultValue = 0 }
@@ -143,8 +148,9 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
         if coordinator.isRefreshingInCurrentTask { return HTTPHeaders() }
         guard context.credentialsAllowed(alsoTo: allowedOrigins) else { return HTTPHeaders() }  // another origin
         if let failure = context[RefreshFailure.self] { throw failure }
+        let ended = coordinator.refreshesEnded  // before the token: a refresh that ends between the two reads counts as later
         let token = try await tokens.currentToken()
-        context[SentToken.self] = token
+        context[SentToken.self] = Sent(token: token, refreshesEnded: ended)
         guard let token else { return HTTPHeaders() }
         return HTTPHeaders([HTTPHeaders.Field(name: header.name, value: header.value(for: token))])
     }
@@ -162,11 +168,18 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
         guard context.credentialsAllowed(alsoTo: allowedOrigins) else { return .doNotRetry }
         context[Refreshed.self] = run
         let sent = context[SentToken.self]
-        if let current = try? await tokens.currentToken(), current != sent {
+        if let current = try? await tokens.currentToken(), current != sent?.token {
             return .retryNow  // refreshed meanwhile by another request
         }
+        if let sent, let failure = coordinator.failure(replacing: sent.token, endedAfter: sent.refreshesEnded) {
+            // A refresh of this very token failed after this attempt was sent: the attempt got its
+            // 401 while that refresh ran, and ends as the refresh's waiters did, without another.
+            guard case .refreshTimedOut = failure else { return .doNotRetry }
+            context[RefreshFailure.self] = failure
+            return .retryNow
+        }
         do {
-            _ = try await coordinator.refresh(replacing: sent, using: refresher)
+            _ = try await coordinator.refresh(replacing: sent?.token, using: refresher)
             coordinator.lastFailure = nil
         } catch is CancellationError {
             return .doNotRetry  // this request was cancelled or its step abandoned: it ends as such

@@ -24,6 +24,10 @@ final class RefreshCoordinator: Sendable {
         var nextID: UInt64 = 0
         var refreshCount = 0
         var lastFailure: AuthError?
+        /// How many refreshes have ended, whatever their outcome.
+        var ended: UInt64 = 0
+        /// The last refresh that failed: the token it replaced, how, and when (``ended`` after it).
+        var failed: (token: String?, error: AuthError, at: UInt64)?
     }
 
     /// The coordinators whose refresh the current task is running (innermost last).
@@ -45,6 +49,20 @@ final class RefreshCoordinator: Sendable {
     var lastFailure: AuthError? {
         get { state.withLock { $0.lastFailure } }
         set { state.withLock { $0.lastFailure = newValue } }
+    }
+
+    /// How many refreshes have ended so far: an attempt notes it as it is sent, so that a 401 can
+    /// tell later whether a refresh ended in between.
+    var refreshesEnded: UInt64 { state.withLock { $0.ended } }
+
+    /// How the last refresh failed, if it replaced `token` and ended after `refreshesEnded` was
+    /// `seen`: an attempt sent before it, with the token it could not refresh, got its 401 while
+    /// that refresh ran and shares its outcome rather than starting another.
+    func failure(replacing token: String?, endedAfter seen: UInt64) -> AuthError? {
+        state.withLock { state in
+            guard let failed = state.failed, failed.at > seen, failed.token == token else { return nil }
+            return failed.error
+        }
     }
 
     /// Whether the current task is running this coordinator's refresh: the refresher is sending
@@ -135,9 +153,18 @@ final class RefreshCoordinator: Sendable {
             case .timedOut: .failure(AuthError.refreshTimedOut)
             case .cancelled: .failure(CancellationError())
             }
+        let failure: AuthError? =
+            switch result {
+            case .success: nil
+            case .failure(let error as AuthError): error
+            case .failure(is CancellationError): nil  // every waiter left: nothing was decided
+            case .failure(let error): .refreshFailed(underlying: error)
+            }
         let waiters = state.withLock { state -> [Waiter] in
             guard let flight = state.flight, flight.id == flightID else { return [] }
             state.flight = nil
+            state.ended += 1
+            if let failure { state.failed = (expired, failure, state.ended) }
             return Array(flight.waiters.values)
         }
         waiters.forEach { $0.resume(returning: result) }
