@@ -40,17 +40,20 @@ public let hangBound = 300
 
 /// Runs `body`, giving up after `seconds` of real time: for tests whose failure mode is a hang.
 /// The bound proves that something ended, not how fast; it is never reached when the code works.
-/// - Returns: What `body` returned, or `nil` if it was still running at the bound (it is then
-///   cancelled and left behind).
+/// - Returns: What `body` returned, or `nil` if it was still running at the bound: it is then
+///   cancelled and left behind, not awaited, so a body that ignores cancellation fails the test
+///   instead of hanging it (a task group would wait for it).
 public func withinTimeLimit<T: Sendable>(seconds: Int, _ body: @escaping @Sendable () async -> T) async -> T? {
-    await withTaskGroup(of: T?.self) { group in
-        group.addTask { await body() }
-        group.addTask {
-            try? await ContinuousClock().sleep(for: .seconds(seconds))  // a bound, not a wait
-            return nil
-        }
-        let first = await group.next() ?? nil
-        group.cancelAll()
-        return first
+    let (outcomes, continuation) = AsyncStream.makeStream(of: T?.self, bufferingPolicy: .bufferingOldest(1))
+    let work = Task { continuation.yield(await body()) }
+    let timer = Task {
+        try? await ContinuousClock().sleep(for: .seconds(seconds))  // a bound, not a wait
+        continuation.yield(Optional<T>.none)
     }
+    var iterator = outcomes.makeAsyncIterator()
+    let first = await iterator.next() ?? nil
+    timer.cancel()
+    work.cancel()
+    continuation.finish()
+    return first
 }
