@@ -146,7 +146,7 @@ public final class URLSessionTransport: StreamingHTTPTransport {
             let urlRequest = ConveyorClientSend.urlRequest(for: hop)
             let task =
                 if let uploadFile {
-                    session.uploadTask(with: urlRequest, fromFile: uploadFile)
+                    Self.uploadTask(in: session, for: urlRequest, fromFile: uploadFile, framed: hop.headers)
                 } else if let uploadData {
                     session.uploadTask(with: urlRequest, from: uploadData)
                 } else {
@@ -160,7 +160,7 @@ public final class URLSessionTransport: StreamingHTTPTransport {
                 exchange = DataTaskExchange(
                     request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar)
             }
-            delegate.register(exchange, for: task)
+            delegate.register(exchange, for: task, bodyFile: uploadFile)
             do {
                 var response: HTTPResponse
                 if let streaming = exchange as? StreamingExchange {
@@ -182,6 +182,33 @@ public final class URLSessionTransport: StreamingHTTPTransport {
                 redirectsSoFar = redirect.redirectsSoFar
             }
         }
+    }
+
+    /// A task that uploads `file` as the body of `urlRequest`.
+    ///
+    /// On Linux, when the request has a `Content-Length`, the file is read through an
+    /// `InputStream` rather than by `uploadTask(with:fromFile:)`, which is six times slower
+    /// there than curl (FoundationNetworking opens the file again for every piece of about
+    /// 48 KiB; 1 GiB took 9.3–10 s against curl's 1.4 s, and 1.6–1.8 s as a stream). A stream
+    /// body makes libcurl add `Transfer-Encoding: chunked` beside the `Content-Length`, which
+    /// is invalid HTTP, so the request carries a `Transfer-Encoding` of one space: libcurl reads
+    /// a header whose value is blank as "do not send this header", and so sends neither that
+    /// header nor chunked framing, only the body under its `Content-Length`. A `Content-Type`
+    /// the request lacks is blanked the same way, or FoundationNetworking would add
+    /// `application/x-www-form-urlencoded` to a POST (its file uploads add none).
+    static func uploadTask(
+        in session: URLSession, for urlRequest: URLRequest, fromFile file: URL, framed headers: HTTPHeaders
+    ) -> URLSessionDataTask {
+        #if canImport(FoundationNetworking)
+            if headers.contains("Content-Length"), let stream = InputStream(url: file) {
+                var streamed = urlRequest
+                streamed.httpBodyStream = stream
+                streamed.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
+                if !headers.contains("Content-Type") { streamed.setValue(" ", forHTTPHeaderField: "Content-Type") }
+                return session.dataTask(with: streamed)
+            }
+        #endif
+        return session.uploadTask(with: urlRequest, fromFile: file)
     }
 
     /// Bodies of parts that are all in memory, up to this size, are uploaded from memory.
@@ -255,17 +282,34 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     /// Per task: redirects followed so far, and the hop that is under way.
     private var redirects: [Int: (count: Int, hop: HTTPRequest)] = [:]
     private var exchanges: [Int: any TaskExchange] = [:]
+    /// Per task: the file its body is read from, for a fresh stream when libcurl rewinds.
+    private var bodyFiles: [Int: URL] = [:]
     private let policy: RedirectPolicy
 
     init(policy: RedirectPolicy) {
         self.policy = policy
     }
 
-    /// Routes `task`'s bytes and completion to `exchange`.
-    func register(_ exchange: any TaskExchange, for task: URLSessionTask) {
+    /// Routes `task`'s bytes and completion to `exchange`; `bodyFile` is the file its body is
+    /// read from, if any.
+    func register(_ exchange: any TaskExchange, for task: URLSessionTask, bodyFile: URL? = nil) {
         lock.lock()
         exchanges[task.taskIdentifier] = exchange
+        if let bodyFile { bodyFiles[task.taskIdentifier] = bodyFile }
         lock.unlock()
+    }
+
+    /// A body read from a stream starts again from its file's first byte: FoundationNetworking
+    /// asks when libcurl rewinds (a request sent on a kept-alive connection the server had
+    /// closed is sent again on a new one). Without a fresh stream it would carry on from where
+    /// the old one stopped, and the server would wait for bytes that never come.
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
+    ) {
+        lock.lock()
+        let file = bodyFiles[task.taskIdentifier]
+        lock.unlock()
+        completionHandler(file.flatMap { InputStream(url: $0) })
     }
 
     private func exchange(for task: URLSessionTask) -> (any TaskExchange)? {
@@ -366,6 +410,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         lock.lock()
         redirects[task.taskIdentifier] = nil
+        bodyFiles[task.taskIdentifier] = nil
         let exchange = exchanges.removeValue(forKey: task.taskIdentifier)
         lock.unlock()
         exchange?.complete(response: task.response, error: error)
