@@ -100,12 +100,11 @@ public final class URLSessionTransport: StreamingHTTPTransport {
 
     deinit { session.finishTasksAndInvalidate() }
 
-    /// Sends one attempt, streaming both bodies. A file body is uploaded from its file. A body of
-    /// several parts (multipart) or a one-shot sequence is first copied to a temporary file, and
-    /// uploaded from there with its `Content-Length`: FoundationNetworking sends an `InputStream`
-    /// body with `Transfer-Encoding: chunked` (even next to a `Content-Length`, which is invalid
-    /// HTTP), and reads it synchronously on the thread that drives every transfer of the session,
-    /// where waiting for an async producer would stall the session's other requests. A response
+    /// Sends one attempt, streaming both bodies. A file body is uploaded from its file, with its
+    /// `Content-Length`. A body of several parts (multipart) or a one-shot sequence is first
+    /// copied to a temporary file and uploaded from there: FoundationNetworking reads a stream
+    /// body synchronously on the thread that drives every transfer of the session, where waiting
+    /// for an async producer would stall the session's other requests. A response
     /// body `transfer` takes is handed on as it arrives; while the receiver is behind, it waits in
     /// a temporary file, and on Linux the session's delegate queue holds FoundationNetworking back
     /// while it is behind, so memory stays bounded whatever the speeds.
