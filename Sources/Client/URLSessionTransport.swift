@@ -143,9 +143,13 @@ public final class URLSessionTransport: StreamingHTTPTransport {
         while true {
             let exchange: any TaskExchange
             let urlRequest = ConveyorClientSend.urlRequest(for: hop)
+            // A file read as a stream, with the length it must have (a new one for every hop).
+            let bodyFile = uploadFile.flatMap { file in
+                hop.headers["Content-Length"].flatMap { Int64($0) }.map { UploadBodyFile(url: file, length: $0) }
+            }
             let task =
                 if let uploadFile {
-                    Self.uploadTask(in: session, for: urlRequest, fromFile: uploadFile, framed: hop.headers)
+                    Self.uploadTask(in: session, for: urlRequest, fromFile: uploadFile, framed: hop.headers, body: bodyFile)
                 } else if let uploadData {
                     session.uploadTask(with: urlRequest, from: uploadData)
                 } else {
@@ -159,7 +163,7 @@ public final class URLSessionTransport: StreamingHTTPTransport {
                 exchange = DataTaskExchange(
                     request: hop, transfer: transfer, session: session, redirectsBefore: redirectsSoFar)
             }
-            delegate.register(exchange, for: task, bodyFile: uploadFile)
+            delegate.register(exchange, for: task, bodyFile: bodyFile)
             do {
                 var response: HTTPResponse
                 if let streaming = exchange as? StreamingExchange {
@@ -179,6 +183,12 @@ public final class URLSessionTransport: StreamingHTTPTransport {
                 // policy made (same method and body, no credential header on another origin).
                 hop = redirect.next
                 redirectsSoFar = redirect.redirectsSoFar
+            } catch {
+                // The file ended early or could not be read: the transfer was aborted for it.
+                if let bodyFile, let problem = bodyFile.shortfall.problem {
+                    throw NetworkError.fileFailed(file: bodyFile.url.lastPathComponent, underlying: FileProblem(problem))
+                }
+                throw error
             }
         }
     }
@@ -195,11 +205,13 @@ public final class URLSessionTransport: StreamingHTTPTransport {
     /// header nor chunked framing, only the body under its `Content-Length`. A `Content-Type`
     /// the request lacks is blanked the same way, or FoundationNetworking would add
     /// `application/x-www-form-urlencoded` to a POST (its file uploads add none).
+    /// The stream reports a file that ends before the `Content-Length` in `body.shortfall`.
     static func uploadTask(
-        in session: URLSession, for urlRequest: URLRequest, fromFile file: URL, framed headers: HTTPHeaders
+        in session: URLSession, for urlRequest: URLRequest, fromFile file: URL, framed headers: HTTPHeaders,
+        body: UploadBodyFile?
     ) -> URLSessionDataTask {
         #if canImport(FoundationNetworking)
-            if headers.contains("Content-Length"), let stream = InputStream(url: file) {
+            if let body, let stream = FileBodyStream(body) {
                 var streamed = urlRequest
                 streamed.httpBodyStream = stream
                 streamed.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
@@ -282,7 +294,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
     private var redirects: [Int: (count: Int, hop: HTTPRequest)] = [:]
     private var exchanges: [Int: any TaskExchange] = [:]
     /// Per task: the file its body is read from, for a fresh stream when libcurl rewinds.
-    private var bodyFiles: [Int: URL] = [:]
+    private var bodyFiles: [Int: UploadBodyFile] = [:]
     private let policy: RedirectPolicy
 
     init(policy: RedirectPolicy) {
@@ -291,7 +303,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
 
     /// Routes `task`'s bytes and completion to `exchange`; `bodyFile` is the file its body is
     /// read from, if any.
-    func register(_ exchange: any TaskExchange, for task: URLSessionTask, bodyFile: URL? = nil) {
+    func register(_ exchange: any TaskExchange, for task: URLSessionTask, bodyFile: UploadBodyFile? = nil) {
         lock.lock()
         exchanges[task.taskIdentifier] = exchange
         if let bodyFile { bodyFiles[task.taskIdentifier] = bodyFile }
@@ -308,7 +320,11 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
         lock.lock()
         let file = bodyFiles[task.taskIdentifier]
         lock.unlock()
-        completionHandler(file.flatMap { InputStream(url: $0) })
+        #if canImport(FoundationNetworking)
+            completionHandler(file.flatMap { FileBodyStream($0) })
+        #else
+            completionHandler(file.flatMap { InputStream(url: $0.url) })
+        #endif
     }
 
     private func exchange(for task: URLSessionTask) -> (any TaskExchange)? {

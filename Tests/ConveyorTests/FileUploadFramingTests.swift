@@ -95,7 +95,9 @@ import Testing
         let withFile = session.dataTask(with: url)
         let withoutFile = session.dataTask(with: url)
         let request = HTTPRequest(method: .put, url: url)
-        delegate.register(DataTaskExchange(request: request, session: session), for: withFile, bodyFile: file)
+        delegate.register(
+            DataTaskExchange(request: request, session: session), for: withFile,
+            bodyFile: UploadBodyFile(url: file, length: Int64(data.count)))
         delegate.register(DataTaskExchange(request: request, session: session), for: withoutFile)
 
         func newStream(for task: URLSessionTask) -> InputStream? {
@@ -111,6 +113,51 @@ import Testing
         withFile.cancel()
         withoutFile.cancel()
     }
+
+    #if canImport(FoundationNetworking)
+        /// A file that shrank after its body was made (so after its length was announced) fails
+        /// at once with `.fileFailed`, naming the file, instead of leaving the server waiting for
+        /// the rest until the request times out (what it did, on both Linux paths, before).
+        @Test func aFileThatShrinksBeforeItIsSentFailsAtOnceWithAFileError() async throws {
+            struct Shrinking: StreamingHTTPTransport {
+                let inner = URLSessionTransport()
+                let file: URL
+                func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
+                    try patterned(10).write(to: file)  // after the client made the body and its length
+                    return try await inner.send(request, transfer: transfer)
+                }
+                func send(_ request: HTTPRequest) async throws -> HTTPResponse { try await send(request, transfer: nil) }
+            }
+            let scratch = try Scratch()
+            defer { scratch.remove() }
+            try await LocalServer.withServer { server in
+                let file = scratch.file("shrinks.bin")
+                try patterned(20_000_000).write(to: file)
+                var request = Request<Data>(method: .post, path: "/upload", body: .file(file, contentType: nil))
+                request.timeout = .seconds(10)  // what a server left waiting ends in: `.timedOut`
+                let client = NetworkClient(baseURL: server.baseURL, transport: Shrinking(file: file))
+                let error = await #expect(throws: NetworkError.self) { try await client.send(request) }
+                #expect(error?.name == "fileFailed")
+                #expect("\(error.map(String.init(describing:)) ?? "")".contains("shrinks.bin"))
+            }
+        }
+
+        /// A file that grew is sent only up to the length the request announced.
+        @Test func aFileThatGrewIsSentUpToItsAnnouncedLength() async throws {
+            let scratch = try Scratch()
+            defer { scratch.remove() }
+            let file = scratch.file("grows.bin")
+            try patterned(300_000).write(to: file)
+            let body = UploadBodyFile(url: file, length: 100_000)
+            let stream = try #require(FileBodyStream(body))
+            #expect(readAll(stream) == patterned(100_000))
+            #expect(body.shortfall.problem == nil)
+            let short = UploadBodyFile(url: file, length: 400_000)
+            let shortStream = try #require(FileBodyStream(short))
+            #expect(readAll(shortStream) == patterned(300_000))
+            #expect(short.shortfall.problem?.contains("300000 of the 400000") == true)
+        }
+    #endif
 
     func hex(_ digest: some Sequence<UInt8>) -> String { digest.map { String(format: "%02x", $0) }.joined() }
 
