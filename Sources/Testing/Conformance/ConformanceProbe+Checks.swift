@@ -96,6 +96,7 @@ extension ConformanceProbe {
                 body: body)
             let response = try await response(request, what)
             let arrived = try await arrived(target, what)
+            if let problem = Self.framingProblem(arrived, what) { throw problem }
             guard arrived.body == body else {
                 let offset = ConformancePattern.firstDifference(arrived.body, body)
                 throw ConformanceFailure(
@@ -115,6 +116,25 @@ extension ConformanceProbe {
             }
         }
         return chunked.isEmpty ? nil : "sent chunked: \(chunked.joined(separator: ", "))"
+    }
+
+    /// What is invalid in how `request` framed its body: both `Content-Length` and
+    /// `Transfer-Encoding` (RFC 9112 §6.2 forbids a sender to send both; a proxy and a server that
+    /// read them differently are how requests are smuggled), a blank `Transfer-Encoding`, or more
+    /// than one `Content-Length`.
+    static func framingProblem(_ request: ConformanceRequest, _ what: String) -> ConformanceFailure? {
+        let codings = request.headers.values(for: "Transfer-Encoding")
+        let lengths = request.headers.values(for: "Content-Length")
+        if !codings.isEmpty, !lengths.isEmpty {
+            return ConformanceFailure(
+                "\(what): sent with both Content-Length and Transfer-Encoding (RFC 9112 §6.2 forbids it: "
+                    + "it is how requests are smuggled)")
+        }
+        if codings.contains(where: { $0.allSatisfy { $0 == " " || $0 == "\t" } }) {
+            return ConformanceFailure("\(what): sent with a blank Transfer-Encoding field")
+        }
+        if lengths.count > 1 { return ConformanceFailure("\(what): sent with \(lengths.count) Content-Length fields") }
+        return nil
     }
 
     private func requestHeaders() async throws(ConformanceFailure) -> String? {

@@ -220,7 +220,7 @@ extension ConformanceProbe {
         let beforeUpload = measures ? ResidentMemory.resetPeak() : nil
         let uploaded = await Self.bounded(Self.hangLimit) {
             try await uploader.send(
-                Request<String>(method: .post, path: "/upload", body: .stream(chunks, length: Int64(size))))
+                Request<String>(method: .post, path: "/upload", query: ["from": "stream"], body: .stream(chunks, length: Int64(size))))
         }
         let upGrowth = beforeUpload.flatMap { ResidentMemory.growth(since: $0) }
         switch uploaded {
@@ -232,6 +232,32 @@ extension ConformanceProbe {
                 throw ConformanceFailure("\(up): the server received \(answer)")
             }
         }
+        try await checkUploadFraming("/upload?from=stream", length: size, up, notes: &notes)
+
+        // A file body, framed as it went out (the transport may read a file its own way).
+        let source = Self.scratchFile("upload.bin")
+        defer { try? FileManager.default.removeItem(at: source) }
+        let fileSize = 1 << 20
+        let fromFile = "a 1 MiB upload from a file"
+        do {
+            try ConformancePattern.bytes(count: fileSize).write(to: source)
+        } catch {
+            throw ConformanceFailure("\(fromFile): the kit could not write its file (\(error))")
+        }
+        let fileUploaded = await Self.bounded(Self.hangLimit) {
+            try await uploader.send(
+                Request<String>(method: .put, path: "/upload", query: ["from": "file"], body: .file(source, contentType: nil)))
+        }
+        switch fileUploaded {
+        case nil: throw ConformanceFailure("\(fromFile) did not end within \(Self.hangLimit) (a hang)")
+        case .failure(let error):
+            throw ConformanceFailure("\(fromFile) failed with \(ConformanceResult.name(NetworkError(transportError: error)))")
+        case .success(let answer):
+            guard answer == "bytes=\(fileSize) intact=1" else {
+                throw ConformanceFailure("\(fromFile): the server received \(answer)")
+            }
+        }
+        try await checkUploadFraming("/upload?from=file", length: fileSize, fromFile, notes: &notes)
 
         if let downGrowth, let upGrowth {
             let bound = 32 << 20
@@ -246,6 +272,21 @@ extension ConformanceProbe {
                 "memory not measured (it is in a child process on Linux, runInChildProcess, without a sanitizer)")
         }
         return notes.joined(separator: "; ")
+    }
+
+    /// An upload of known length went out framed validly: by its `Content-Length` (or chunked,
+    /// noted), never both.
+    private func checkUploadFraming(_ target: String, length: Int, _ what: String, notes: inout [String])
+        async throws(ConformanceFailure)
+    {
+        let request = try await arrived(target, what)
+        if let problem = Self.framingProblem(request, what) { throw problem }
+        switch request.framing {
+        case .contentLength(let sent) where sent == length: break
+        case .chunked: notes.append("\(what) was sent chunked although its length was known")
+        case .contentLength(let sent): throw ConformanceFailure("\(what): Content-Length \(sent) for \(length) bytes")
+        case .none: throw ConformanceFailure("\(what): sent with neither Content-Length nor chunked framing")
+        }
     }
 
     /// `work`'s result, or `nil` when it has not ended within `limit` (it is then left to finish).

@@ -35,7 +35,8 @@ public enum TransportConformance {
         /// sent; HEAD returns no body.
         case methods
         /// Request bodies (empty, small, all 256 byte values, 8 MB) arrive intact, framed by the
-        /// right `Content-Length` (or chunked).
+        /// right `Content-Length` (or chunked), never by both `Content-Length` and
+        /// `Transfer-Encoding` (RFC 9112 §6.2).
         case requestBodies
         /// A repeated request field arrives as two fields or as one joined with `", "`; a
         /// mixed-case name arrives; values are kept byte for byte.
@@ -126,7 +127,9 @@ public enum TransportConformance {
         /// bodies whole, so there is nothing to leave.
         case earlyStreamExit
         /// 64 MiB down to a file with a `maxResponseSize` of 1 MiB, and 64 MiB up from a one-shot
-        /// stream, arrive whole: the transport streams both ways. Run in a child process
+        /// stream and 1 MiB up from a file, arrive whole: the transport streams both ways. Each
+        /// upload is framed by its `Content-Length` (chunked is noted), never by both
+        /// `Content-Length` and `Transfer-Encoding`. Run in a child process
         /// (``runInChildProcess(_:executable:arguments:options:)``) on Linux, the process's peak
         /// resident memory may grow by at most 32 MiB for each. A transport that is not a
         /// ``Conveyor/StreamingHTTPTransport`` passes with a note.
