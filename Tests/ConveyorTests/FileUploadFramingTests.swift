@@ -134,10 +134,10 @@ import Testing
                 let file = scratch.file("shrinks.bin")
                 try patterned(2_000_000).write(to: file)
                 var request = Request<Data>(method: .post, path: "/upload", body: .file(file, contentType: nil))
-                // What a server left waiting ends in: `.timedOut`. Generous: at the start of a
-                // parallel run on two cores, trivial requests take 28 s, and 10 s once ran out
-                // before the transfer was even under way.
-                request.timeout = .seconds(60)
+                // What a server left waiting ends in: `.timedOut`. As long as the suite's hang
+                // bound: at the start of a parallel run on two cores trivial tests take 28 s (57 s
+                // under the thread sanitizer), and 10 s once ran out before the transfer was under way.
+                request.timeout = .seconds(Double(hangBound))
                 let client = NetworkClient(baseURL: server.baseURL, transport: Shrinking(file: file))
                 let error = await #expect(throws: NetworkError.self) { try await client.send(request) }
                 #expect(error?.name == "fileFailed")
