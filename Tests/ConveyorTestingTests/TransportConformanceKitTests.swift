@@ -10,6 +10,10 @@ import Testing
 /// The kit proves something only if it catches broken transports, by name.
 @Suite struct TransportConformanceKitTests {
     static let healthy = URLSessionTransport(configuration: .ephemeral)
+    /// A loaded machine (the sanitizer, the whole suite on two cores) can take a minute for a
+    /// one-second check: only a hang should fail one, and "promptly" is as generous as in the
+    /// suites that run every check (none of the failures these tests expect is about time).
+    static let options = TransportConformance.Options(promptness: promptness, hangLimit: kitHangLimit)
 
     func failure(_ outcome: TransportConformance.Outcome) -> String? {
         if case .failed(let message) = outcome.status { return message }
@@ -19,7 +23,7 @@ import Testing
     @Test func aTransportThatCutsLargeBodiesShortFails() async {
         // 16 MiB bodies in this process: not while a test measures its memory.
         await MemoryGate.shared.acquire()
-        let outcome = await TransportConformance.run(.largeResponse, on: HalvingTransport(inner: Self.healthy))
+        let outcome = await TransportConformance.run(.largeResponse, on: HalvingTransport(inner: Self.healthy), options: Self.options)
         await MemoryGate.shared.release()
         let message = failure(outcome)
         #expect(message?.contains("8388608 of 16777216 bytes came back") == true, "\(outcome)")
@@ -27,12 +31,12 @@ import Testing
     }
 
     @Test func aTransportThatTurnsAConnectionClosedMidBodyIntoSuccessFails() async {
-        let outcome = await TransportConformance.run(.closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy))
+        let outcome = await TransportConformance.run(.closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy), options: Self.options)
         #expect(failure(outcome)?.contains("a truncated body must be an error") == true, "\(outcome)")
     }
 
     @Test func aTransportThatForwardsCredentialsAcrossOriginsFailsWithoutPrintingThem() async {
-        let outcome = await TransportConformance.run(.crossOriginRedirect, on: ForwardingTransport())
+        let outcome = await TransportConformance.run(.crossOriginRedirect, on: ForwardingTransport(), options: Self.options)
         let message = failure(outcome) ?? ""
         #expect(
             message.contains("forwarded Authorization, Cookie, X-API-Key, X-Conformance-Credential"), "\(outcome)")
@@ -42,21 +46,21 @@ import Testing
     }
 
     @Test func aTransportThatLetsARedirectTargetSetCookiesFails() async {
-        let outcome = await TransportConformance.run(.crossOriginRedirect, on: CookiePassingTransport())
+        let outcome = await TransportConformance.run(.crossOriginRedirect, on: CookiePassingTransport(), options: Self.options)
         #expect(failure(outcome)?.contains("delivered the other origin's Set-Cookie") == true, "\(outcome)")
     }
 
     @Test func aTransportThatIgnoresCancellationFails() async {
         let outcome = await TransportConformance.run(
             .cancellation, on: CancellationIgnoringTransport(inner: Self.healthy),
-            options: .init(promptness: .seconds(1)))
+            options: .init(promptness: .seconds(1), hangLimit: kitHangLimit))
         #expect(
             failure(outcome)?.contains("expected .cancelled within 1.0 seconds, got no result") == true, "\(outcome)")
     }
 
     @Test func aKnownIssueThatShowsConformsAndOneThatNoLongerShowsAsksToRemoveTheMark() async {
         let issue = TransportConformance.KnownIssue(reason: "swallows errors", reference: "test#1")
-        let options = TransportConformance.Options(knownIssues: [.closeMidBody: issue])
+        let options = TransportConformance.Options(hangLimit: kitHangLimit, knownIssues: [.closeMidBody: issue])
 
         let shows = await TransportConformance.run(
             .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy), options: options)
@@ -76,7 +80,7 @@ import Testing
     /// In process: URLSession would end the process on the half-sent response (Linux).
     @Test func runAllReportsEveryCheckInOrder() async {
         await MemoryGate.shared.acquire()  // the kit's server writes its large bodies in this process
-        let outcomes = await TransportConformance.runAll(on: RefusingTransport())
+        let outcomes = await TransportConformance.runAll(on: RefusingTransport(), options: Self.options)
         await MemoryGate.shared.release()
         #expect(outcomes.map(\.check) == TransportConformance.Check.allCases)
         #expect(outcomes.first { $0.check == .connectionRefused }?.isConforming == true)
@@ -90,7 +94,7 @@ import Testing
         async throws -> TransportConformance.Outcome
     {
         let child = try #require(BuiltExecutable.url("conformance-child"))
-        let options = TransportConformance.Options(knownIssues: issue.map { [check: $0] } ?? [:])
+        let options = TransportConformance.Options(hangLimit: kitHangLimit, knownIssues: issue.map { [check: $0] } ?? [:])
         return await TransportConformance.runInChildProcess(
             check, executable: child, arguments: [transport], options: options)
     }
@@ -118,7 +122,7 @@ import Testing
         // A failure that is not a trap does not match a trap mark either.
         let swallowed = await TransportConformance.run(
             .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy),
-            options: .init(knownIssues: [.closeMidBody: marked]))
+            options: .init(hangLimit: kitHangLimit, knownIssues: [.closeMidBody: marked]))
         #expect(failure(swallowed)?.contains("this is not it") == true, "\(swallowed)")
     }
 
@@ -134,12 +138,12 @@ import Testing
         let matching = TransportConformance.KnownIssue(reason: "swallows errors", reference: "test#5", failure: "truncated body")
         let shows = await TransportConformance.run(
             .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy),
-            options: .init(knownIssues: [.closeMidBody: matching]))
+            options: .init(hangLimit: kitHangLimit, knownIssues: [.closeMidBody: matching]))
         #expect(shows.isConforming, "\(shows)")
         let other = TransportConformance.KnownIssue(reason: "swallows errors", reference: "test#6", failure: "a different failure")
         let mismatch = await TransportConformance.run(
             .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy),
-            options: .init(knownIssues: [.closeMidBody: other]))
+            options: .init(hangLimit: kitHangLimit, knownIssues: [.closeMidBody: other]))
         #expect(failure(mismatch)?.contains("this is not it") == true, "\(mismatch)")
     }
 
@@ -249,7 +253,7 @@ extension TransportConformanceKitTests {
     @Test func aTransportThatClaimsToStreamButCollectsBodiesFails() async {
         await MemoryGate.shared.acquire()
         let outcome = await TransportConformance.run(
-            .streamedTransfers, on: BufferingStreamingTransport(inner: Self.healthy))
+            .streamedTransfers, on: BufferingStreamingTransport(inner: Self.healthy), options: Self.options)
         await MemoryGate.shared.release()
         #expect(
             failure(outcome)?.contains("the body was not handed to the transfer as it arrived") == true, "\(outcome)")
@@ -257,7 +261,7 @@ extension TransportConformanceKitTests {
 
     @Test func aStreamingTransportStreamsBothWaysInTheKit() async {
         await MemoryGate.shared.acquire()
-        let outcome = await TransportConformance.run(.streamedTransfers, on: Self.healthy)
+        let outcome = await TransportConformance.run(.streamedTransfers, on: Self.healthy, options: Self.options)
         await MemoryGate.shared.release()
         #expect(outcome.status == .passed, "\(outcome)")
         // In this process the memory is not the check's to measure: it says so.
@@ -269,11 +273,36 @@ extension TransportConformanceKitTests {
     /// A transport that collects bodies instead of handing them to the transfer gives an event
     /// stream nothing to parse: the kit must say so rather than pass an empty stream.
     @Test func aTransportThatBuffersEventStreamsFailsAndAStreamingOnePasses() async {
-        let buffering = await TransportConformance.run(.eventStreamReconnect, on: BufferingStreamingTransport(inner: Self.healthy))
+        let buffering = await TransportConformance.run(.eventStreamReconnect, on: BufferingStreamingTransport(inner: Self.healthy), options: Self.options)
         #expect(failure(buffering)?.contains("the events were []") == true, "\(buffering)")
-        let healthy = await TransportConformance.run(.eventStreamReconnect, on: Self.healthy)
+        let healthy = await TransportConformance.run(.eventStreamReconnect, on: Self.healthy, options: Self.options)
         #expect(healthy.status == .passed, "\(healthy)")
-        let exit = await TransportConformance.run(.eventStreamExit, on: Self.healthy)
+        let exit = await TransportConformance.run(.eventStreamExit, on: Self.healthy, options: Self.options)
         #expect(exit.status == .passed, "\(exit)")
+    }
+}
+
+/// A streaming transport whose every request hangs, ignoring cancellation, until released.
+struct HangingStreamingTransport: StreamingHTTPTransport {
+    let stuck: Stuck
+    func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
+        await stuck.wait()
+        throw URLError(.cancelled)
+    }
+}
+
+extension TransportConformanceKitTests {
+    /// The hang bound is the caller's: a hang fails the check at `hangLimit`, not at a fixed 60 s.
+    @Test func aHangFailsTheCheckAtTheOptionsHangLimit() async {
+        let stuck = Stuck()
+        defer { stuck.release() }
+        let started = ContinuousClock.now
+        let outcome = await TransportConformance.run(
+            .eventStreamReconnect, on: HangingStreamingTransport(stuck: stuck),
+            options: .init(hangLimit: .milliseconds(300)))
+        #expect(
+            failure(outcome)?.contains("the stream did not end within 0.3 seconds (a hang)") == true, "\(outcome)")
+        // Bounded below only: on a loaded machine the bound's timer may fire late, never early.
+        #expect(ContinuousClock.now - started >= .milliseconds(300))
     }
 }

@@ -11,7 +11,7 @@ import Testing
         let child = try #require(BuiltExecutable.url("ahc-conformance-child"), "ahc-conformance-child was not built")
         // Generous: the suite also runs on a loaded 2-core machine.
         let outcome = await TransportConformance.runInChildProcess(
-            check, executable: child, options: .init(promptness: .seconds(30)))
+            check, executable: child, options: .init(promptness: .seconds(30), hangLimit: .seconds(hangBound)))
         #expect(outcome.status == .passed, "\(outcome)")
         // The resume checks also pass when a download fails before anything is kept: here the
         // resume must have run (the server saw a Range), and the streamed transfers stayed small.

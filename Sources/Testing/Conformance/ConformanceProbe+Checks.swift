@@ -254,7 +254,7 @@ extension ConformanceProbe {
         // Wait for the server to have the request, or for the call to end without it (a refused
         // connection, say): then there is nothing to cancel, and no reason to wait any longer.
         let server = server
-        let waiting = Task { await server.event(within: Self.hangLimit) { $0.kind == .requestReceived && $0.path == "/stall" } }
+        let waiting = Task { await server.event(within: hangLimit) { $0.kind == .requestReceived && $0.path == "/stall" } }
         Task {
             _ = await task.result
             waiting.cancel()

@@ -34,7 +34,7 @@ extension ConformanceProbe {
                     "\(what) (try \(attempt)) came back as a response (status \(response.status), "
                         + "\(response.body.count) bytes): it must be an error")
             case .stillRunning:
-                throw ConformanceFailure("\(what) (try \(attempt)): no result within \(Self.hangLimit) (a hang)")
+                throw ConformanceFailure("\(what) (try \(attempt)): no result within \(hangLimit) (a hang)")
             }
         }
         return "ends with " + seen.sorted().joined(separator: " or ")
@@ -69,7 +69,7 @@ extension ConformanceProbe {
                 throw ConformanceFailure(
                     "\(what): expected .transportFailed or a value without the byte, got \(ConformanceResult.name(error))")
             case .stillRunning:
-                throw ConformanceFailure("\(what): no result within \(Self.hangLimit) (a hang)")
+                throw ConformanceFailure("\(what): no result within \(hangLimit) (a hang)")
             }
         }
         return details.joined(separator: "; ")
@@ -93,7 +93,7 @@ extension ConformanceProbe {
         let (result, _) = await send(HTTPRequest(url: server.url("/huge-headers")))
         switch Self.judged(result) {
         case .stillRunning:
-            throw ConformanceFailure("1 MiB of response header fields: no result within \(Self.hangLimit) (a hang)")
+            throw ConformanceFailure("1 MiB of response header fields: no result within \(hangLimit) (a hang)")
         case .failure(.transportFailed), .failure(.connectionFailed), .failure(.responseTooLarge), .response:
             return Self.judged(result).summary
         case .failure(let error):

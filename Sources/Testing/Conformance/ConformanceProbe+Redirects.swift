@@ -107,9 +107,9 @@ extension ConformanceProbe {
             body: status == 307 ? .data(Data("a body".utf8), contentType: "text/plain") : .none)
         let file = Self.scratchFile("redirected.bin")
         defer { try? FileManager.default.removeItem(at: file) }
-        let ended = await Self.bounded(Self.hangLimit) { try await client.download(request, to: file) }
+        let ended = await Self.bounded(hangLimit) { try await client.download(request, to: file) }
         switch ended {
-        case nil: throw ConformanceFailure("\(what): the download did not end within \(Self.hangLimit) (a hang)")
+        case nil: throw ConformanceFailure("\(what): the download did not end within \(hangLimit) (a hang)")
         case .success: throw ConformanceFailure("\(what): the download succeeded with 100 of 1000 bytes")
         case .failure: break
         }
@@ -179,7 +179,7 @@ extension ConformanceProbe {
                 "a connection closed after 100 of 1000 promised body bytes came back as a response (status "
                     + "\(response.status), \(response.body.count) bytes): a truncated body must be an error")
         case .stillRunning:
-            throw ConformanceFailure("a connection closed mid-body: no result within \(Self.hangLimit)")
+            throw ConformanceFailure("a connection closed mid-body: no result within \(hangLimit)")
         }
     }
 

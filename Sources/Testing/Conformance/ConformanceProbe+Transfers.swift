@@ -47,14 +47,14 @@ extension ConformanceProbe {
         defer { try? FileManager.default.removeItem(at: file) }
         let client = client()
         let request = Request<Data>(path: "/resumable", query: ["bytes": size, "mode": mode])
-        let ended = await Self.bounded(Self.hangLimit) { try await client.download(request, to: file) }
+        let ended = await Self.bounded(hangLimit) { try await client.download(request, to: file) }
         let ranged = server.events.contains {
             $0.kind == .requestReceived && $0.path == "/resumable" && $0.request?.headers["Range"] != nil
         }
         let note = ranged ? "the retry asked for the rest with Range" : "the retry started over without Range"
         switch ended {
         case nil:
-            throw ConformanceFailure("\(what): the download did not end within \(Self.hangLimit) (a hang)")
+            throw ConformanceFailure("\(what): the download did not end within \(hangLimit) (a hang)")
         case .success:
             if let problem = Self.mismatch(in: file, size: size, expected: { offset, count in
                 ConformancePattern.resumable(version: expectedVersion, from: offset, count: count)
@@ -81,7 +81,7 @@ extension ConformanceProbe {
         let client = client([EndingReporter(endings: endings)])
         let kept = Kept()
         let what = "GET /bytes (1 GiB) through NetworkClient.stream, left after the first chunk"
-        let read = await Self.bounded(Self.hangLimit) { () async throws -> Int in
+        let read = await Self.bounded(hangLimit) { () async throws -> Int in
             let streamed = try await client.stream(Request<Data>(path: "/bytes", query: ["count": 1 << 30]))
             kept.keep(streamed)  // the app still holds the response
             for try await chunk in streamed.body { return chunk.count }
@@ -115,7 +115,7 @@ extension ConformanceProbe {
         streamOptions.idleTimeout = .seconds(1)
         let options = streamOptions
         let what = "GET /events (CR and LF in separate writes, a drop mid-event, then silence, then 204)"
-        let read = await Self.bounded(Self.hangLimit) { () async throws -> [String] in
+        let read = await Self.bounded(hangLimit) { () async throws -> [String] in
             var seen: [String] = []
             for try await event in client.events(Request<Data>(path: "/events"), options: options) {
                 seen.append("\(event.id ?? "-"):\(event.data)")
@@ -123,7 +123,7 @@ extension ConformanceProbe {
             return seen
         }
         switch read {
-        case nil: throw ConformanceFailure("\(what): the stream did not end within \(Self.hangLimit) (a hang)")
+        case nil: throw ConformanceFailure("\(what): the stream did not end within \(hangLimit) (a hang)")
         case .failure(let error): throw ConformanceFailure("\(what): the stream ended with \(error)")
         case .success(let seen):
             guard seen == ["1:a", "2:b", "3:c"] else {
@@ -155,7 +155,7 @@ extension ConformanceProbe {
         let endings = Endings()
         let client = client([EndingReporter(endings: endings)])
         let what = "GET /events?hold=1 through NetworkClient.events, left after the first event"
-        let read = await Self.bounded(Self.hangLimit) { () async throws -> String in
+        let read = await Self.bounded(hangLimit) { () async throws -> String in
             for try await event in client.events(Request<Data>(path: "/events", query: ["hold": 1])) { return event.data }
             return ""
         }
@@ -189,12 +189,12 @@ extension ConformanceProbe {
         let downloader = client(maxResponseSize: 1 << 20)
         let down = "a 64 MiB download to a file with maxResponseSize of 1 MiB"
         let before = measures ? ResidentMemory.resetPeak() : nil
-        let downloaded = await Self.bounded(Self.hangLimit) {
+        let downloaded = await Self.bounded(hangLimit) {
             try await downloader.download(Request<Data>(path: "/bytes", query: ["count": size]), to: file)
         }
         let downGrowth = before.flatMap { ResidentMemory.growth(since: $0) }
         switch downloaded {
-        case nil: throw ConformanceFailure("\(down) did not end within \(Self.hangLimit) (a hang)")
+        case nil: throw ConformanceFailure("\(down) did not end within \(hangLimit) (a hang)")
         case .failure(let error):
             throw ConformanceFailure(
                 "\(down) failed with \(ConformanceResult.name(NetworkError(transportError: error))): the body was not "
@@ -218,13 +218,13 @@ extension ConformanceProbe {
         // The stream makes its chunks up front; they are one-shot, the transport reads them once.
         let uploader = client()
         let beforeUpload = measures ? ResidentMemory.resetPeak() : nil
-        let uploaded = await Self.bounded(Self.hangLimit) {
+        let uploaded = await Self.bounded(hangLimit) {
             try await uploader.send(
                 Request<String>(method: .post, path: "/upload", query: ["from": "stream"], body: .stream(chunks, length: Int64(size))))
         }
         let upGrowth = beforeUpload.flatMap { ResidentMemory.growth(since: $0) }
         switch uploaded {
-        case nil: throw ConformanceFailure("\(up) did not end within \(Self.hangLimit) (a hang)")
+        case nil: throw ConformanceFailure("\(up) did not end within \(hangLimit) (a hang)")
         case .failure(let error):
             throw ConformanceFailure("\(up) failed with \(ConformanceResult.name(NetworkError(transportError: error)))")
         case .success(let answer):
@@ -244,12 +244,12 @@ extension ConformanceProbe {
         } catch {
             throw ConformanceFailure("\(fromFile): the kit could not write its file (\(error))")
         }
-        let fileUploaded = await Self.bounded(Self.hangLimit) {
+        let fileUploaded = await Self.bounded(hangLimit) {
             try await uploader.send(
                 Request<String>(method: .put, path: "/upload", query: ["from": "file"], body: .file(source, contentType: nil)))
         }
         switch fileUploaded {
-        case nil: throw ConformanceFailure("\(fromFile) did not end within \(Self.hangLimit) (a hang)")
+        case nil: throw ConformanceFailure("\(fromFile) did not end within \(hangLimit) (a hang)")
         case .failure(let error):
             throw ConformanceFailure("\(fromFile) failed with \(ConformanceResult.name(NetworkError(transportError: error)))")
         case .success(let answer):

@@ -78,7 +78,7 @@ struct ConformanceProbe {
     let options: TransportConformance.Options
 
     /// The bound for a call that should simply work: generous, it only catches hangs.
-    static let hangLimit: Duration = .seconds(60)
+    var hangLimit: Duration { options.hangLimit }
 
     /// Starts `request` in a task of its own.
     func start(_ request: HTTPRequest) -> Task<HTTPResponse, any Error> {
@@ -87,9 +87,9 @@ struct ConformanceProbe {
     }
 
     /// Sends `request` and waits at most `limit` for it to end.
-    func send(_ request: HTTPRequest, within limit: Duration = hangLimit) async -> (ConformanceResult, Duration) {
+    func send(_ request: HTTPRequest, within limit: Duration? = nil) async -> (ConformanceResult, Duration) {
         let start = ContinuousClock.now
-        let result = await Self.result(of: self.start(request), within: limit)
+        let result = await Self.result(of: self.start(request), within: limit ?? hangLimit)
         return (result, ContinuousClock.now - start)
     }
 
@@ -114,7 +114,7 @@ struct ConformanceProbe {
         switch await send(request).0 {
         case .response(let response): return response
         case .stillRunning:
-            throw ConformanceFailure("\(what): no result within \(Self.hangLimit) (a hang)")
+            throw ConformanceFailure("\(what): no result within \(hangLimit) (a hang)")
         case .failure(let error):
             throw ConformanceFailure("\(what): expected a response, got \(ConformanceResult.name(error))")
         }

@@ -57,8 +57,9 @@ extension TransportConformance {
                 "--conformance-check", check.rawValue,
                 "--conformance-promptness-ms", "\(Int(options.promptness.conformanceSeconds * 1000))",
                 "--conformance-maximum-redirects", "\(options.maximumRedirects)",
+                "--conformance-hang-limit-ms", "\(Int(options.hangLimit.conformanceSeconds * 1000))",
             ]
-            let bound = Duration.seconds(600) + options.promptness * 4
+            let bound = Duration.seconds(600) + options.promptness * 4 + options.hangLimit
             let ended: ChildProcess.Ended
             do {
                 ended = try await ChildProcess.run(executable, arguments: arguments + flags, within: bound)
@@ -91,7 +92,9 @@ extension TransportConformance {
         }
         let promptness = value("--conformance-promptness-ms").flatMap(Int.init).map(Duration.milliseconds)
         let redirects = value("--conformance-maximum-redirects").flatMap(Int.init)
-        var options = Options(maximumRedirects: redirects ?? 10, promptness: promptness ?? .seconds(5))
+        let hangLimit = value("--conformance-hang-limit-ms").flatMap(Int.init).map(Duration.milliseconds)
+        var options = Options(
+            maximumRedirects: redirects ?? 10, promptness: promptness ?? .seconds(5), hangLimit: hangLimit ?? .seconds(60))
         options.measuresMemory = true
         let found = await ConformanceCheck.run(check, on: transport, options: options)
         let (status, message): (String, String) =

@@ -161,6 +161,11 @@ public enum TransportConformance {
         /// server to see a connection closed. 5 s by default: generous, so a loaded machine does
         /// not fail a conforming transport; it bounds a hang, it is never waited for.
         public var promptness: Duration
+        /// The upper bound for a call that should simply work (a download, a stream read to its
+        /// end): past it the check fails as a hang. 60 s by default; raise it where the machine is
+        /// loaded (a sanitizer, many tests in parallel on few cores), where a request that takes
+        /// one second alone can take a minute.
+        public var hangLimit: Duration
         /// Checks the transport under test is known to fail, with why.
         public var knownIssues: [Check: KnownIssue]
         /// Whether the check runs in a process of its own, where the process's memory is the
@@ -171,12 +176,15 @@ public enum TransportConformance {
         /// - Parameters:
         ///   - maximumRedirects: How many redirects the transport follows.
         ///   - promptness: The upper bound for "ends promptly".
+        ///   - hangLimit: The upper bound for a call that should simply work.
         ///   - knownIssues: Checks the transport is known to fail.
         public init(
-            maximumRedirects: Int = 10, promptness: Duration = .seconds(5), knownIssues: [Check: KnownIssue] = [:]
+            maximumRedirects: Int = 10, promptness: Duration = .seconds(5), hangLimit: Duration = .seconds(60),
+            knownIssues: [Check: KnownIssue] = [:]
         ) {
             self.maximumRedirects = max(0, maximumRedirects)
             self.promptness = promptness
+            self.hangLimit = hangLimit
             self.knownIssues = knownIssues
         }
     }
