@@ -306,3 +306,30 @@ extension TransportConformanceKitTests {
         #expect(ContinuousClock.now - started >= .milliseconds(300))
     }
 }
+
+/// Labels every unlabelled body as a form, as FoundationNetworking does to a POST.
+struct FormLabellingTransport: HTTPTransport {
+    let inner: any HTTPTransport
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var labelled = request
+        if labelled.body != nil, !labelled.headers.contains("Content-Type") {
+            labelled.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        }
+        return try await inner.send(labelled)
+    }
+}
+
+extension TransportConformanceKitTests {
+    @Test func aTransportThatMakesUpAContentTypeFails() async {
+        await MemoryGate.shared.acquire()  // the check's 8 MB body
+        let outcome = await TransportConformance.run(
+            .requestBodies, on: FormLabellingTransport(inner: Self.healthy), options: Self.options)
+        let healthy = await TransportConformance.run(.requestBodies, on: Self.healthy, options: Self.options)
+        await MemoryGate.shared.release()
+        #expect(
+            failure(outcome)?.contains(
+                "with a body and no Content-Type: arrived with Content-Type application/x-www-form-urlencoded") == true,
+            "\(outcome)")
+        #expect(healthy.status == .passed, "\(healthy)")
+    }
+}

@@ -45,6 +45,33 @@ import Testing
         }
     }
 
+    /// Bytes in memory without a content type arrive without one, through Conveyor's transport
+    /// and through a plain session: FoundationNetworking labels an unlabelled POST body
+    /// `application/x-www-form-urlencoded`, which a server would parse as a form.
+    @Test(arguments: ["POST", "PUT", "PATCH"], [false, true])
+    func aBodyInMemoryGetsNoContentTypeItDidNotHave(method: String, plainSession: Bool) async throws {
+        try await LocalServer.withServer { server in
+            let transport: any HTTPTransport =
+                plainSession
+                ? URLSession(configuration: .ephemeral) : URLSessionTransport(configuration: .ephemeral)
+            let client = NetworkClient(baseURL: server.baseURL, transport: transport)
+            let unlabelled: Echo = try await client.send(
+                Request<Echo>(
+                    method: HTTPMethod(rawValue: method), path: "/echo", body: .data(Data("a=1&b=2".utf8), contentType: nil)))
+            #expect(unlabelled.method == method)
+            #expect(unlabelled.body == "a=1&b=2")
+            #expect(unlabelled.headers["content-length"] == "7")
+            #expect(unlabelled.headers["content-type"] == nil, "\(unlabelled.headers)")
+            // A type the caller gave, and the form body's own, still arrive.
+            let labelled: Echo = try await client.send(
+                Request<Echo>(method: HTTPMethod(rawValue: method), path: "/echo", body: .data(Data("{}".utf8), contentType: "application/json")))
+            #expect(labelled.headers["content-type"] == "application/json")
+            let form: Echo = try await client.send(
+                Request<Echo>(method: HTTPMethod(rawValue: method), path: "/echo", body: .form(["a": "1"])))
+            #expect(form.headers["content-type"] == "application/x-www-form-urlencoded")
+        }
+    }
+
     /// Megabytes from a file, and from the copy a one-shot stream is spilled to: every byte, in
     /// order, not chunked, with the content type the request gave.
     @Test func largeFileAndSpilledBodiesArriveWholeAndUnchunked() async throws {

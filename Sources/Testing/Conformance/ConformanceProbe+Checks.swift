@@ -115,6 +115,15 @@ extension ConformanceProbe {
                 throw ConformanceFailure("\(what): expected status 200, got \(response.status)")
             }
         }
+        // A body the caller did not label arrives unlabelled: a type the transport makes up (a
+        // form type, as FoundationNetworking adds to a POST) changes how the server reads it.
+        let unlabelled = HTTPRequest(method: .post, url: server.url("/echo?body=unlabelled"), body: Data("a=1&b=2".utf8))
+        let what = "POST /echo?body=unlabelled with a body and no Content-Type"
+        _ = try await response(unlabelled, what)
+        let arrived = try await arrived("/echo?body=unlabelled", what)
+        if let added = arrived.headers.values(for: "Content-Type").first {
+            throw ConformanceFailure("\(what): arrived with Content-Type \(added), which the request did not have")
+        }
         return chunked.isEmpty ? nil : "sent chunked: \(chunked.joined(separator: ", "))"
     }
 
