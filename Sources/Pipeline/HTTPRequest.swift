@@ -151,3 +151,47 @@ extension HTTPRequest: CustomReflectable {
             ], displayStyle: .struct)
     }
 }
+
+extension HTTPRequest {
+    /// Why the request's own framing fields disagree with its body, or `nil` when they do not.
+    ///
+    /// The transport frames the body (a `Content-Length` from its length, or chunked when the
+    /// length is unknown), and transports differ in what they do with a framing field a request
+    /// already has: URLSession on Linux sends it as it is, AsyncHTTPClient replaces it. A
+    /// `Content-Length` that is not the body's length would make a server read part of the body
+    /// as the next request on the connection, or wait for bytes that never come; so the request
+    /// may carry one `Content-Length` equal to its body's known length and no
+    /// `Transfer-Encoding`. Numbers are named; no value is quoted.
+    package var framingProblem: String? {
+        var lengthFields = 0
+        for field in headers.fields {
+            switch field.name.utf8.count {
+            case 17 where HTTPHeaders.namesEqual(field.name, "Transfer-Encoding"):
+                return "Transfer-Encoding is set by the transport from the body (chunked when its length is unknown): "
+                    + "remove it from the request"
+            case 14 where HTTPHeaders.namesEqual(field.name, "Content-Length"):
+                lengthFields += 1
+                if lengthFields > 1 { return "the request has more than one Content-Length field" }
+                let length: Int64?
+                switch content {
+                case .none: length = 0
+                case .bytes(let data): length = Int64(data.count)
+                case .stream(let stream): length = stream.length
+                }
+                guard let length else {
+                    return "the request has a Content-Length but its body stream's length is unknown: "
+                        + "give the stream its length instead"
+                }
+                let digits = field.value.trimmingCharacters(in: [" ", "\t"])
+                guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 &- UInt8(ascii: "0") < 10 }), let stated = Int64(digits)
+                else { return "the request's Content-Length is not a length in bytes" }
+                if stated != length {
+                    return "the request's Content-Length is \(stated) but its body has \(length) bytes: "
+                        + "remove the field (the transport sets it) or make it match"
+                }
+            default: continue
+            }
+        }
+        return nil
+    }
+}

@@ -481,11 +481,15 @@ package struct RequestRunner: Sendable {
     }
 
     /// Rejects a header name that is not a token, or a value with CR, LF, NUL or another control
-    /// character, naming the header and never quoting its value.
+    /// character, naming the header and never quoting its value; then framing fields that
+    /// disagree with the body (``HTTPRequest/framingProblem``).
     @inline(__always)
     static func checkHeaders(of attempt: HTTPRequest) throws(NetworkError) {
         guard attempt.method.isToken else { throw .invalidRequest(HTTPMethod.notATokenReason(attempt.method)) }
-        guard let (name, failure) = attempt.headers.firstInvalidField() else { return }
+        guard let (name, failure) = attempt.headers.firstInvalidField() else {
+            if let problem = attempt.framingProblem { throw .invalidRequest(problem) }
+            return
+        }
         let printable = name.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "?" }.joined()
         switch failure {
         case .emptyName: throw .invalidRequest("a header has an empty name")
