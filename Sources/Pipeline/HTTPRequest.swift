@@ -153,6 +153,20 @@ extension HTTPRequest: CustomReflectable {
 }
 
 extension HTTPRequest {
+    /// Whether every header field can be sent (``HTTPHeaders/firstInvalidField()`` finds nothing)
+    /// and the framing fields agree with the body (``framingProblem`` is `nil`): one pass over the
+    /// fields, the framing check only when a name has the length of `Content-Length` or
+    /// `Transfer-Encoding`.
+    package var canBeSent: Bool {
+        var framing = false
+        for field in headers.fields {
+            let length = field.name.utf8.count
+            if length == 14 || length == 17 { framing = true }
+            guard length > 0, HTTPHeaders.isToken(field.name), HTTPHeaders.isValidValue(field.value) else { return false }
+        }
+        return !framing || framingProblem == nil
+    }
+
     /// Why the request's own framing fields disagree with its body, or `nil` when they do not.
     ///
     /// The transport frames the body (a `Content-Length` from its length, or chunked when the

@@ -480,22 +480,29 @@ package struct RequestRunner: Sendable {
         }
     }
 
-    /// Rejects a header name that is not a token, or a value with CR, LF, NUL or another control
-    /// character, naming the header and never quoting its value; then framing fields that
-    /// disagree with the body (``HTTPRequest/framingProblem``).
+    /// Rejects a method that is not a token, a header name that is not a token, a value with CR,
+    /// LF, NUL or another control character (naming the header, never quoting its value), and
+    /// framing fields that disagree with the body (``HTTPRequest/framingProblem``).
     @inline(__always)
     static func checkHeaders(of attempt: HTTPRequest) throws(NetworkError) {
-        guard attempt.method.isToken else { throw .invalidRequest(HTTPMethod.notATokenReason(attempt.method)) }
+        guard attempt.method.isToken, attempt.canBeSent else { throw unsendable(attempt) }
+    }
+
+    /// Why `attempt` cannot be sent. Out of line, so that the check inlined into every attempt's
+    /// preparation stays two calls: larger, it stopped the preparation itself from being inlined
+    /// (+600 instructions per request, measured when the framing check was added).
+    @inline(never)
+    static func unsendable(_ attempt: HTTPRequest) -> NetworkError {
+        guard attempt.method.isToken else { return .invalidRequest(HTTPMethod.notATokenReason(attempt.method)) }
         guard let (name, failure) = attempt.headers.firstInvalidField() else {
-            if let problem = attempt.framingProblem { throw .invalidRequest(problem) }
-            return
+            return .invalidRequest(attempt.framingProblem ?? "the request's header fields cannot be sent")
         }
         let printable = name.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 ? String($0) : "?" }.joined()
         switch failure {
-        case .emptyName: throw .invalidRequest("a header has an empty name")
-        case .invalidName: throw .invalidRequest("header name '\(printable)' is not a valid HTTP token")
+        case .emptyName: return .invalidRequest("a header has an empty name")
+        case .invalidName: return .invalidRequest("header name '\(printable)' is not a valid HTTP token")
         case .invalidValue:
-            throw .invalidRequest("header '\(printable)' has a value with CR, LF, NUL or another control character")
+            return .invalidRequest("header '\(printable)' has a value with CR, LF, NUL or another control character")
         }
     }
 
