@@ -40,6 +40,8 @@ extension URLSession: HTTPTransport {
     /// - Throws: `URLError` (mapped by the client to ``NetworkError``), or
     ///   ``NetworkError/transportFailed(_:)`` when the response is not HTTP.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        // The pipeline refuses these already; a direct caller gets the same answer.
+        if let framing = request.framingProblem { throw NetworkError.invalidRequest(framing) }
         let exchange = DataTaskExchange(request: request, session: self)
         let task = dataTask(with: ConveyorClientSend.urlRequest(for: request)) { data, response, error in
             if let data { exchange.receive(data) }

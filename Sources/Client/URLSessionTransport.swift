@@ -116,6 +116,8 @@ public final class URLSessionTransport: StreamingHTTPTransport {
     public func send(_ request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
         // The pipeline refuses such a method already; a direct caller gets the same answer.
         guard request.method.isToken else { throw NetworkError.invalidRequest(HTTPMethod.notATokenReason(request.method)) }
+        // So are framing fields that disagree with the body, which URLSession would send as they are.
+        if let framing = request.framingProblem { throw NetworkError.invalidRequest(framing) }
         if let setupProblem { throw NetworkError.invalidRequest(setupProblem) }
         var hop = request
         var redirectsSoFar = 0

@@ -139,6 +139,14 @@ import Testing
             let next = try await client.send(Request<Echo>(method: .post, path: "/echo", body: .data(Data("next".utf8), contentType: "text/plain")))
             #expect(next.body == "next")
             #expect(next.method == "POST")
+
+            // A transport called directly, without the client, refuses it too.
+            var direct = HTTPRequest(method: .post, url: server.url("/echo"), body: Data("0123456789".utf8))
+            direct.headers["Content-Length"] = "3"
+            for transport in [URLSessionTransport(configuration: .ephemeral) as any HTTPTransport, URLSession(configuration: .ephemeral)] {
+                let error = await #expect(throws: NetworkError.self) { try await transport.send(direct) }
+                #expect(error?.reason?.contains("Content-Length is 3 but its body has 10 bytes") == true, "\(String(describing: error))")
+            }
         }
     }
 }
