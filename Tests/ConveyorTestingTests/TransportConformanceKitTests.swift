@@ -333,3 +333,40 @@ extension TransportConformanceKitTests {
         #expect(healthy.status == .passed, "\(healthy)")
     }
 }
+
+/// Sends a request's header fields as they are through a bare data task, as URLSession does on
+/// Linux: a `Content-Length` of the request's own goes out even when the body is longer.
+struct VerbatimFramingTransport: HTTPTransport {
+    let session = URLSession(configuration: .ephemeral)
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method.rawValue
+        for field in request.headers { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
+        urlRequest.httpBody = request.body
+        urlRequest.setValue(" ", forHTTPHeaderField: "Content-Type")  // no made-up form type
+        let (data, response): (Data, HTTPURLResponse) = try await withCheckedThrowingContinuation { continuation in
+            session.dataTask(with: urlRequest) { data, response, error in
+                if let http = response as? HTTPURLResponse, error == nil {
+                    continuation.resume(returning: (data ?? Data(), http))
+                } else {
+                    continuation.resume(throwing: error ?? URLError(.badServerResponse))
+                }
+            }.resume()
+        }
+        let http = response
+        return HTTPResponse(status: http.statusCode, body: data, request: request)
+    }
+}
+
+extension TransportConformanceKitTests {
+    @Test func aTransportThatSendsARequestsOwnWrongLengthFails() async {
+        await MemoryGate.shared.acquire()  // the check's 8 MB body
+        let outcome = await TransportConformance.run(
+            .requestBodies, on: VerbatimFramingTransport(), options: Self.options)
+        let healthy = await TransportConformance.run(.requestBodies, on: Self.healthy, options: Self.options)
+        await MemoryGate.shared.release()
+        #expect(failure(outcome)?.contains("the server read 3 of its 10 bytes as the body") == true, "\(outcome)")
+        #expect(healthy.status == .passed, "\(healthy)")
+        #expect(healthy.detail?.contains("disagrees with its body: refused") == true, "\(healthy)")
+    }
+}

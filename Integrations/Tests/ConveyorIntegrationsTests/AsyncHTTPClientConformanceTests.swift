@@ -18,6 +18,10 @@ import Testing
         if [.resumeWithChangedValidator, .resumeWithPartialContent, .resumeRangeIgnored].contains(check) {
             #expect(outcome.detail?.contains("the retry asked for the rest with Range") == true, "\(outcome)")
         }
+        if check == .requestBodies {
+            // AsyncHTTPClient replaces a request's own framing fields with the body's.
+            #expect(outcome.detail?.contains("disagrees with its body: sent framed by the body's length") == true, "\(outcome)")
+        }
         if check == .streamedTransfers {
             #expect(outcome.detail?.contains("peak resident growth") == true, "\(outcome)")
         }

@@ -124,7 +124,36 @@ extension ConformanceProbe {
         if let added = arrived.headers.values(for: "Content-Type").first {
             throw ConformanceFailure("\(what): arrived with Content-Type \(added), which the request did not have")
         }
-        return chunked.isEmpty ? nil : "sent chunked: \(chunked.joined(separator: ", "))"
+        let framing = try await ownLengthThatLies()
+        return ([framing] + (chunked.isEmpty ? [] : ["sent chunked: \(chunked.joined(separator: ", "))"]))
+            .joined(separator: "; ")
+    }
+
+    /// A request whose own `Content-Length` (3) disagrees with its 10-byte body: refused, or sent
+    /// framed by the body itself; never under the wrong length, which makes the server read the
+    /// rest of the body as the next request on the connection.
+    private func ownLengthThatLies() async throws(ConformanceFailure) -> String {
+        let target = "/echo?body=own-length"
+        let body = Data("0123456789".utf8)
+        var request = HTTPRequest(method: .post, url: server.url(target), body: body)
+        request.headers["Content-Length"] = "3"
+        let what = "POST \(target), 10 bytes under its own Content-Length: 3"
+        let outcome = await send(request).0
+        let received = server.events.first { $0.kind == .requestReceived && $0.request?.target == target }?.request
+        switch outcome {
+        case .stillRunning: throw ConformanceFailure("\(what): no result within \(hangLimit) (a hang)")
+        case .failure where received == nil: return "a request whose own Content-Length disagrees with its body: refused"
+        case .failure, .response:
+            let arrived: ConformanceRequest
+            if let received { arrived = received } else { arrived = try await self.arrived(target, what) }
+            if let problem = Self.framingProblem(arrived, what) { throw problem }
+            guard arrived.body == body else {
+                throw ConformanceFailure(
+                    "\(what): the server read \(arrived.body.count) of its 10 bytes as the body (the rest is read as the "
+                        + "next request on the connection): refuse such a request or frame the body by its own length")
+            }
+            return "a request whose own Content-Length disagrees with its body: sent framed by the body's length"
+        }
     }
 
     /// What is invalid in how `request` framed its body: both `Content-Length` and

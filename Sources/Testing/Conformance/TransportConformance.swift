@@ -37,7 +37,8 @@ public enum TransportConformance {
         /// Request bodies (empty, small, all 256 byte values, 8 MB) arrive intact, framed by the
         /// right `Content-Length` (or chunked), never by both `Content-Length` and
         /// `Transfer-Encoding` (RFC 9112 §6.2); a body without a `Content-Type` arrives without
-        /// one (no form type made up).
+        /// one (no form type made up); a request whose own `Content-Length` disagrees with its
+        /// body is refused or framed by the body, never sent under the wrong length.
         case requestBodies
         /// A repeated request field arrives as two fields or as one joined with `", "`; a
         /// mixed-case name arrives; values are kept byte for byte.
