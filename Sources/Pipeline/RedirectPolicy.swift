@@ -91,8 +91,8 @@ public struct RedirectPolicy: Sendable, Hashable {
         return origin == Origin(b)
     }
 
-    /// The next hop: the method and body the status calls for, and no credential header when the
-    /// target is another origin.
+    /// The next hop: the method and body the status calls for, and no credential header (and no
+    /// `Host` of the caller's) when the target is another origin.
     static func hop(from request: HTTPRequest, to target: URL, status: Int) -> HTTPRequest {
         var next = request
         next.url = target
@@ -107,7 +107,10 @@ public struct RedirectPolicy: Sendable, Hashable {
             }
         }
         if !sameOrigin(request.url, target) {
-            for name in Set(request.headers.map(\.name)) where request.sensitiveHeaders.contains(name) {
+            // A caller's own `Host` names the origin it was written for, as curl decided
+            // (CVE-2022-27776's fix): it goes no further than a credential does.
+            for name in Set(request.headers.map(\.name))
+            where request.sensitiveHeaders.contains(name) || HTTPHeaders.namesEqual(name, "Host") {
                 next.headers[name] = nil
             }
         }

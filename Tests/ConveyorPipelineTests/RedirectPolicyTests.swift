@@ -29,7 +29,7 @@ import ConveyorTestSupport
 
     /// The request a chain starts with: a random method, credentials of every kind (built in and
     /// added by the client) beside ordinary headers, and a body for methods that have one.
-    static func start(_ random: inout SplitMix64) -> HTTPRequest {
+    static func start(_ random: inout SplitMix64, chain: Int) -> HTTPRequest {
         let method = methods.randomElement(using: &random)!
         var request = HTTPRequest(method: method, url: URL(string: origins.randomElement(using: &random)! + "/start")!)
         request.headers["Authorization"] = "Bearer tok-SECRET"
@@ -39,6 +39,9 @@ import ConveyorTestSupport
         request.headers["Accept"] = "application/json"
         request.headers["X-Trace"] = "t-1"
         request.sensitiveHeaders = SensitiveHeaders.standard.adding([customSecret])
+        // A caller's own Host (a virtual host on this origin) is bound to the origin like a
+        // credential. Every other chain has one (not drawn, so the chains stay those of before).
+        if chain.isMultiple(of: 2) { request.headers["host"] = "tenant.api.test" }
         if method == .post || method == .put || method == .patch {
             if Bool.random(using: &random) {
                 request.body = Data("payload".utf8)
@@ -50,7 +53,7 @@ import ConveyorTestSupport
         return request
     }
 
-    static let credentialNames = ["Authorization", "Cookie", "X-API-Key", customSecret]
+    static let credentialNames = ["Authorization", "Cookie", "X-API-Key", customSecret, "Host"]
 
     @Test func generatedChainsKeepEveryRule() throws {
         var random = SplitMix64(state: 0x5EED_2026)
@@ -60,7 +63,7 @@ import ConveyorTestSupport
         for chain in 0..<3_000 {
             let limit = Int.random(in: 0...4, using: &random)
             let policy = RedirectPolicy(maximumRedirects: limit)
-            let original = Self.start(&random)
+            let original = Self.start(&random, chain: chain)
             let originalOrigin = Origin(original.url)
             var hop = original
             var redirects = 0
