@@ -45,6 +45,12 @@ import Testing
         }
     }
 
+    @Test func aTransportThatForwardsTheCallersHostToAnotherOriginFails() async {
+        let outcome = await TransportConformance.run(
+            .crossOriginRedirect, on: CookiePassingTransport(keepsHost: true), options: Self.options)
+        #expect(failure(outcome)?.contains("the caller's Host names the first origin") == true, "\(outcome)")
+    }
+
     @Test func aTransportThatLetsARedirectTargetSetCookiesFails() async {
         let outcome = await TransportConformance.run(.crossOriginRedirect, on: CookiePassingTransport(), options: Self.options)
         #expect(failure(outcome)?.contains("delivered the other origin's Set-Cookie") == true, "\(outcome)")
@@ -216,6 +222,8 @@ struct ForwardingTransport: HTTPTransport {
 /// Follows redirects itself and drops every credential header on the way, but delivers the
 /// last response's headers whole: what the `Set-Cookie` part of `crossOriginRedirect` must catch.
 struct CookiePassingTransport: HTTPTransport {
+    /// Whether the caller's `Host` goes to the other origin too.
+    var keepsHost = false
     let session = URLSession(configuration: .ephemeral, delegate: RefusingRedirects(), delegateQueue: nil)
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var current = request
@@ -225,7 +233,10 @@ struct CookiePassingTransport: HTTPTransport {
                 let next = URL(string: location, relativeTo: current.url)
             else { return response }
             current.url = next.absoluteURL
-            current.headers = HTTPHeaders(request.headers.filter { !request.sensitiveHeaders.contains($0.name) })
+            current.headers = HTTPHeaders(
+                request.headers.filter {
+                    !request.sensitiveHeaders.contains($0.name) && (keepsHost || $0.name.lowercased() != "host")
+                })
         }
         return try await session.send(current)
     }

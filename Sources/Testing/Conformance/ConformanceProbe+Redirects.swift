@@ -64,7 +64,10 @@ extension ConformanceProbe {
             let landing = "/echo?from=\(status)"
             let target = redirect(status, to: server.url(landing, listener: 1).absoluteString)
             let what = "a \(status) to another origin (port \(server.ports[1]) instead of \(server.ports[0]))"
-            let response = try await response(Self.carrying(headers, to: server.url(target)), "GET \(target)")
+            var request = Self.carrying(headers, to: server.url(target))
+            // The caller's own Host, naming the first origin: it must not reach the other one.
+            request.headers["Host"] = "127.0.0.1:\(server.ports[0])"
+            let response = try await response(request, "GET \(target)")
             guard response.status == 200 else {
                 throw ConformanceFailure("\(what) was not followed: got status \(response.status)")
             }
@@ -74,6 +77,11 @@ extension ConformanceProbe {
                 throw ConformanceFailure(
                     "\(what) forwarded \(forwarded.joined(separator: ", ")): every SensitiveHeaders name must be "
                         + "dropped on a redirect to another origin")
+            }
+            guard arrived.headers.values(for: "Host") == ["127.0.0.1:\(server.ports[1])"] else {
+                throw ConformanceFailure(
+                    "\(what) arrived with Host \(arrived.headers.values(for: "Host")): the caller's Host names the first "
+                        + "origin and must be dropped with the credentials")
             }
             guard arrived.headers["X-Ordinary"] == "kept" else {
                 throw ConformanceFailure("\(what) dropped X-Ordinary, which is not a credential")

@@ -66,8 +66,8 @@ public enum TransportConformance {
         /// A same-origin 302 keeps every header, credentials included.
         case sameOriginRedirect
         /// A cross-origin 302 and 307 drop every ``Conveyor/SensitiveHeaders`` name
-        /// (`Authorization`, `Cookie`, `X-API-Key`, a name added at run time) and keep the others;
-        /// the other origin's `Set-Cookie` reaches neither the response nor, on a
+        /// (`Authorization`, `Cookie`, `X-API-Key`, a name added at run time) and a `Host` the
+        /// caller set, and keep the others; the other origin's `Set-Cookie` reaches neither the response nor, on a
         /// ``Conveyor/StreamingHTTPTransport``, the head of a download whose body breaks off.
         case crossOriginRedirect
         /// A 303 turns a POST into a GET without a body; 307 and 308 keep the method and body.
