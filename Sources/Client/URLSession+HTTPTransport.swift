@@ -62,15 +62,16 @@ enum ConveyorClientSend {
         // of the method on Linux (thousands of instructions).
         if request.method != .get { urlRequest.httpMethod = request.method.rawValue }
         if !request.headers.isEmpty { urlRequest.allHTTPHeaderFields = headerDictionary(request.headers) }
-        if let body = request.body {
-            urlRequest.httpBody = body
-            #if canImport(FoundationNetworking)
-                // FoundationNetworking labels a POST body that has no type
-                // `application/x-www-form-urlencoded`, which a server would parse as a form. A
-                // blank value stops it, and libcurl sends no field for a blank value.
-                if !request.headers.contains("Content-Type") { urlRequest.setValue(" ", forHTTPHeaderField: "Content-Type") }
-            #endif
-        }
+        if let body = request.body { urlRequest.httpBody = body }
+        #if canImport(FoundationNetworking)
+            // FoundationNetworking labels a POST body that has no type
+            // `application/x-www-form-urlencoded`, which a server would parse as a form: bytes in
+            // memory, and a file streamed on Linux (`URLSessionTransport.uploadTask`). A blank
+            // value stops it, and libcurl sends no field for a blank value.
+            if request.body != nil || request.bodyStream != nil, !request.headers.contains("Content-Type") {
+                urlRequest.setValue(" ", forHTTPHeaderField: "Content-Type")
+            }
+        #endif
         if let timeout = request.timeout {
             // A whole-second backstop one second longer than the client's own timeout (Linux
             // truncates sub-second intervals); clamped, so a huge timeout never overflows.

@@ -151,7 +151,7 @@ public final class URLSessionTransport: StreamingHTTPTransport {
             }
             let task =
                 if let uploadFile {
-                    Self.uploadTask(in: session, for: urlRequest, fromFile: uploadFile, framed: hop.headers, body: bodyFile)
+                    Self.uploadTask(in: session, for: urlRequest, fromFile: uploadFile, body: bodyFile)
                 } else if let uploadData {
                     session.uploadTask(with: urlRequest, from: uploadData)
                 } else {
@@ -204,20 +204,18 @@ public final class URLSessionTransport: StreamingHTTPTransport {
     /// body makes libcurl add `Transfer-Encoding: chunked` beside the `Content-Length`, which
     /// is invalid HTTP, so the request carries a `Transfer-Encoding` of one space: libcurl reads
     /// a header whose value is blank as "do not send this header", and so sends neither that
-    /// header nor chunked framing, only the body under its `Content-Length`. A `Content-Type`
-    /// the request lacks is blanked the same way, or FoundationNetworking would add
-    /// `application/x-www-form-urlencoded` to a POST (its file uploads add none).
+    /// header nor chunked framing, only the body under its `Content-Length`. (A `Content-Type`
+    /// the request lacks is blanked the same way by `ConveyorClientSend.urlRequest(for:)`, or
+    /// FoundationNetworking would add `application/x-www-form-urlencoded` to a POST.)
     /// The stream reports a file that ends before the `Content-Length` in `body.shortfall`.
     static func uploadTask(
-        in session: URLSession, for urlRequest: URLRequest, fromFile file: URL, framed headers: HTTPHeaders,
-        body: UploadBodyFile?
+        in session: URLSession, for urlRequest: URLRequest, fromFile file: URL, body: UploadBodyFile?
     ) -> URLSessionDataTask {
         #if canImport(FoundationNetworking)
             if let body, let stream = FileBodyStream(body) {
                 var streamed = urlRequest
                 streamed.httpBodyStream = stream
                 streamed.setValue(" ", forHTTPHeaderField: "Transfer-Encoding")
-                if !headers.contains("Content-Type") { streamed.setValue(" ", forHTTPHeaderField: "Content-Type") }
                 return session.dataTask(with: streamed)
             }
         #endif
