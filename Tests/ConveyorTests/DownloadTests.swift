@@ -252,6 +252,70 @@ final class ProgressLog: Sendable {
         #expect(scratch.names.isEmpty)
     }
 
+    /// A content-coded body (the transport inflated it, as URLSession does gzip) is written in
+    /// inflated bytes while the server's ranges count coded ones: a `Range` from the file's
+    /// length would splice the wrong bytes. It is never resumed, in the call or by a later one.
+    @Test func aContentCodedBodyIsNeverResumed() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let mock = MockTransport(baseURL: api)
+        let body = patterned(250_000)
+        let coded: HTTPHeaders = ["ETag": "\"v1\"", "Accept-Ranges": "bytes", "Content-Encoding": "gzip"]
+        // A server asked for a range gets one of its coded bytes: consistent headers, wrong bytes.
+        let answer: MockTransport.Reply = .handler { request in
+            guard let range = request.headers["Range"] else { return .chunks([body], headers: coded) }
+            guard range == "bytes=100000-" else { return .status(416) }
+            var partial = coded
+            partial["Content-Range"] = "bytes 100000-249999/250000"
+            return .chunks([Data(repeating: 0xEE, count: 150_000)], status: 206, headers: partial)
+        }
+        mock.enqueue(
+            .streamed(status: 200, headers: coded, chunks: [Data(body[0..<100_000])], end: .failure(URLError(.networkConnectionLost))),
+            answer)
+        let destination = scratch.file("coded.bin")
+        let saved = try await client(mock, retries: true).download(Request<Data>(path: "/big"), to: destination)
+        #expect(mock.requests.map { $0.headers["Range"] } == [nil, nil])
+        #expect(saved.attempts == 2)
+        #expect(try Data(contentsOf: destination) == body)
+
+        // Without RetryBehavior the call fails, and nothing is kept for the next call to resume.
+        mock.enqueue(
+            .streamed(status: 200, headers: coded, chunks: [Data(body[0..<100_000])], end: .failure(URLError(.networkConnectionLost))),
+            answer)
+        let later = scratch.file("later.bin")
+        await #expect(throws: NetworkError.self) {
+            try await client(mock).download(Request<Data>(path: "/big"), to: later)
+        }
+        #expect(scratch.names == ["coded.bin"])
+        _ = try await client(mock).download(Request<Data>(path: "/big"), to: later)
+        #expect(mock.requests.suffix(2).map { $0.headers["Range"] } == [nil, nil])
+        #expect(try Data(contentsOf: later) == body)
+    }
+
+    /// An identity body resumed with a `206` that is content-coded: the coded representation's
+    /// bytes are not the ones that follow the file's, so the download starts over.
+    @Test func aCodedAnswerToAResumeStartsOver() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let mock = MockTransport(baseURL: api)
+        let body = patterned(250_000)
+        mock.enqueue(
+            .streamed(
+                status: 200, headers: Self.resumable, chunks: [Data(body[0..<100_000])],
+                end: .failure(URLError(.networkConnectionLost))),
+            .chunks(
+                [Data(repeating: 0xEE, count: 150_000)], status: 206,
+                headers: [
+                    "Content-Range": "bytes 100000-249999/250000", "ETag": "\"v1\"", "Content-Encoding": "gzip",
+                ]),
+            .chunks([body], headers: Self.resumable))
+        let destination = scratch.file("recoded.bin")
+        let saved = try await client(mock, retries: true).download(Request<Data>(path: "/big"), to: destination)
+        #expect(mock.requests.map { $0.headers["Range"] } == [nil, "bytes=100000-", nil])
+        #expect(saved.attempts == 3)
+        #expect(try Data(contentsOf: destination) == body)
+    }
+
     @Test func anUnwritableDestinationFailsWithAFileErrorBeforeAnythingIsSent() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

@@ -344,6 +344,9 @@ class Handler(BaseHTTPRequestHandler):
     #   ETag nor the Last-Modified date gets the whole 200 instead. Options:
     #   norange=1       ignore Range (always 200, no Accept-Ranges)
     #   etag=<value>    this ETag instead (a test can change the validator between calls)
+    #   coding=gzip     the stored representation is gzip (as an object stored compressed is
+    #                   served): N pseudo-random bytes (seeded by N) gzipped, sent with
+    #                   Content-Encoding: gzip; Range, Content-Range and failat count its bytes
     #   delay=ms&chunk=n  n-byte chunks (64 KiB at most) with ms milliseconds between them
     #   key=X           counts the request (/blob/count?key=X) and logs its Range header
     #                   (/blob/ranges?key=X: null where it had none); then, on the key's first
@@ -368,6 +371,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send(int(arg("fail")), {"failed": key}, headers=[("Retry-After", "0")])
             return
         headers = [("ETag", etag), ("Last-Modified", BLOB_DATE)]
+        coded = None
+        if arg("coding") == "gzip":
+            coded = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: a gzip wrapper, no file name or time
+            coded = coded.compress(random.Random(total).randbytes(total)) + coded.flush()
+            total = len(coded)
+            headers.append(("Content-Encoding", "gzip"))
         status, first, last = 200, 0, total - 1
         if arg("norange") != "1":
             headers.append(("Accept-Ranges", "bytes"))
@@ -396,7 +405,10 @@ class Handler(BaseHTTPRequestHandler):
                 if delay and offset > first:
                     time.sleep(delay)
                 size = min(chunk, min(stop, last + 1) - offset)
-                self.wfile.write(PATTERN[offset % 256 : offset % 256 + size])
+                if coded is not None:
+                    self.wfile.write(coded[offset : offset + size])
+                else:
+                    self.wfile.write(PATTERN[offset % 256 : offset % 256 + size])
                 offset += size
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client hung up

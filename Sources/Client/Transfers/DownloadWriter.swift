@@ -128,8 +128,11 @@ final class DownloadWriter: ResponseBodyTaker {
                 if head.status == 206 && !state.callerRange {
                     // The rest of *the same* representation, from where the file ends, to its end:
                     // anything else would splice two versions or finish short.
+                    // A content-coded 206 is never one: the file counts inflated bytes, the
+                    // server's range counts coded ones.
                     guard let range, range.first == state.offset, let complete = range.completeLength,
-                        range.last == complete - 1, state.offset == 0 || (validator != nil && validator == state.validator)
+                        range.last == complete - 1, state.offset == 0 || (validator != nil && validator == state.validator),
+                        state.offset == 0 || !coded
                     else {
                         try truncate(&state)
                         state.resumable = false
@@ -155,7 +158,10 @@ final class DownloadWriter: ResponseBodyTaker {
                 state.took = true
                 state.expectedTotal = expected
                 state.validator = validator
-                state.resumable = validator != nil && (ranges || head.status == 206) && !state.callerRange
+                // Only an identity body resumes: a transport that inflates a coded one (URLSession
+                // does) writes more bytes than the server sent, so no Range from the file's
+                // length names the bytes that follow.
+                state.resumable = validator != nil && (ranges || head.status == 206) && !state.callerRange && !coded
                 saveInfo(state)
                 return .success(true)
             } catch {
