@@ -81,6 +81,9 @@ struct Strict: Decodable { var id: Int }
     static let baseSeed =
         ProcessInfo.processInfo.environment["CONVEYOR_SECRETS_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64.max / 2)
 
+    /// Eight bytes as one integer, the first in the highest byte.
+    static func window(_ bytes: ArraySlice<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
+
     /// Letters, digits and the characters that encodings change.
     static let alphabet = Array("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz23456789-_./+=~%&")
 
@@ -246,16 +249,23 @@ struct Strict: Decodable { var id: Int }
 
         var leaks: [String] = []
         if har.entryCount != 1 { leaks.append("the HAR recorder saw \(har.entryCount) exchanges, not 1") }
+        // Every 8-byte piece of every placed secret (they are ASCII), as one integer: each
+        // rendering's bytes are read once, and each of their 8-byte windows looked up. A secret
+        // is reported once, in the first rendering that holds a piece of it.
+        var owners: [UInt64: [String]] = [:]
         for name in placed {
-            let value = secret(name)
-            let pieces = [value] + (0...(value.count - 8)).map { start -> String in
-                let from = value.index(value.startIndex, offsetBy: start)
-                return String(value[from..<value.index(from, offsetBy: 8)])
-            }
-            for rendering in renderings {
-                if let piece = pieces.first(where: { rendering.contains($0) }) {
-                    leaks.append("\(name) secret \(value) (piece \(piece)) in \(rendering.prefix(600))")
-                    break
+            let bytes = Array(secret(name).utf8)
+            for start in 0...(bytes.count - 8) { owners[Self.window(bytes[start..<start + 8]), default: []].append(name) }
+        }
+        var reported: Set<String> = []
+        for rendering in renderings where reported.count < placed.count {
+            var key: UInt64 = 0
+            for (index, byte) in rendering.utf8.enumerated() {
+                key = key << 8 | UInt64(byte)
+                guard index >= 7, let names = owners[key] else { continue }
+                for name in names where reported.insert(name).inserted {
+                    let piece = String(decoding: (0..<8).map { UInt8(truncatingIfNeeded: key >> (56 - 8 * $0)) }, as: UTF8.self)
+                    leaks.append("\(name) secret \(secret(name)) (piece \(piece)) in \(rendering.prefix(600))")
                 }
             }
         }

@@ -163,7 +163,7 @@ public struct Redactor: Sendable {
     }
 
     /// ``preview(_:contentType:limit:scrubbing:)`` with the secrets' scrubber built once.
-    func preview(_ body: Data, contentType: String?, limit: Int, scrubber: SecretScrubber) -> String {
+    package func preview(_ body: Data, contentType: String?, limit: Int, scrubber: SecretScrubber) -> String {
         guard limit > 0, !body.isEmpty else { return "" }
         let window = limit >= body.count - Self.previewSlack ? body.count : limit + Self.previewSlack
         // Valid UTF-8 first (invalid bytes become U+FFFD), so nothing later can turn bytes into a
@@ -191,7 +191,7 @@ public struct Redactor: Sendable {
     }
 
     /// ``scrub(_:_:)`` with the secrets' scrubber built once.
-    func scrub(_ text: String, scrubber: SecretScrubber) -> String {
+    package func scrub(_ text: String, scrubber: SecretScrubber) -> String {
         guard !scrubber.isEmpty else { return text }
         return String(decoding: scrubber.scrub(Array(text.utf8)), as: UTF8.self)
     }

@@ -22,7 +22,7 @@ package struct SecretScrubber: Sendable {
     private let short: [Set<UInt64>]
 
     /// A scrubber for these secrets (those shorter than 4 bytes are ignored).
-    init(secrets: [String]) {
+    package init(secrets: [String]) {
         let variants = Self.variants(of: secrets)
         self.variants = variants
         var windows: Set<UInt64> = []

@@ -106,15 +106,15 @@ struct HARBody: Sendable {
     var comment: String?
 
     /// Writes `data`: at most `limit` bytes of it are read. Text is redacted by `redactor` (hidden
-    /// form fields and JSON keys masked) and every value of `secrets` scrubbed, in the encodings a
+    /// form fields and JSON keys masked) and every secret of `scrubber` scrubbed, in the encodings a
     /// server may echo it in; bytes that are not UTF-8 are kept as base64 only when they fit the
     /// limit whole (they cannot be scrubbed).
-    static func make(_ data: Data, contentType: String?, limit: Int, redactor: Redactor, secrets: [String]) -> HARBody {
+    static func make(_ data: Data, contentType: String?, limit: Int, redactor: Redactor, scrubber: SecretScrubber) -> HARBody {
         guard !data.isEmpty else { return HARBody() }
         let window = data.prefix(limit)
         let cut = data.count > limit ? "cut: the first \(limit) of \(data.count) bytes" : nil
         if String(validating: window, as: UTF8.self) != nil || (cut != nil && isTextual(contentType)) {
-            let text = redactor.preview(data, contentType: contentType, limit: limit, scrubbing: secrets)
+            let text = redactor.preview(data, contentType: contentType, limit: limit, scrubber: scrubber)
             return HARBody(text: text, encoding: nil, comment: cut)
         }
         guard cut == nil else {

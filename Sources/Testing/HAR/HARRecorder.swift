@@ -254,14 +254,15 @@ public final class HARRecorder: Sendable {
         _ request: HTTPRequest, outcome: Result<HTTPResponse, NetworkError>, started: Date, elapsed: Duration, streamed: Bool
     ) -> HARFile.Entry {
         let sensitive = request.sensitiveHeaders
-        let secrets = redactor.secretValues(in: request)
-        let scrub = { (text: String) in secrets.isEmpty ? text : self.redactor.scrub(text, secrets) }
+        // One scrubber for the whole entry: building one derives every encoding of every secret.
+        let scrubber = SecretScrubber(secrets: redactor.secretValues(in: request))
+        let scrub = { (text: String) in self.redactor.scrub(text, scrubber: scrubber) }
         let url = redactor.redact(request.url)
         var postData: HARFile.PostData?
         var requestComment: String?
         if let body = request.body {
             let recorded = HARBody.make(
-                body, contentType: request.headers["Content-Type"], limit: maxBodySize, redactor: redactor, secrets: secrets)
+                body, contentType: request.headers["Content-Type"], limit: maxBodySize, redactor: redactor, scrubber: scrubber)
             postData = HARFile.PostData(
                 mimeType: request.headers["Content-Type"] ?? "", text: recorded.text ?? "", comment: recorded.comment,
                 _encoding: recorded.encoding,
@@ -282,7 +283,7 @@ public final class HARRecorder: Sendable {
         case .success(let response):
             let contentType = response.headers["Content-Type"]
             let recorded = HARBody.make(
-                response.body, contentType: contentType, limit: maxBodySize, redactor: redactor, secrets: secrets)
+                response.body, contentType: contentType, limit: maxBodySize, redactor: redactor, scrubber: scrubber)
             let timings = HARFile.Timings(response.timings, elapsed: elapsed)
             let harResponse = HARFile.Response(
                 status: response.status, statusText: "",

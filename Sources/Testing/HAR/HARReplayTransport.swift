@@ -194,7 +194,7 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
             if let data = request.body {
                 let recorded = HARBody.make(
                     data, contentType: request.headers["Content-Type"], limit: limit, redactor: redactor,
-                    secrets: redactor.secretValues(in: request))
+                    scrubber: SecretScrubber(secrets: redactor.secretValues(in: request)))
                 body = recorded.text ?? ""
                 digest = HARBody.digest(data, contentType: request.headers["Content-Type"], limit: limit, redactor: redactor)
             } else {
