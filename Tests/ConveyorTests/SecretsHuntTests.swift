@@ -50,6 +50,8 @@ struct EchoingTransport: HTTPTransport {
         // A server that reflects a credential in a header of no particular name.
         for field in request.headers where HTTPHeaders.isSensitive(field.name) {
             headers.add(name: "X-Echo-\(field.name)", value: "seen \(field.value)")
+            // And under a name that says nothing of a credential: only the value can be scrubbed.
+            headers.add(name: "X-Trace", value: "seen \(field.value)")
         }
         return HTTPResponse(status: status, headers: headers, body: body, request: request)
     }
