@@ -116,6 +116,13 @@ struct SnippetCompiler: Sendable {
     let modules: URL
     /// Holds the prelude module and one folder per snippet.
     let directory: URL
+    /// The frontend job the driver would run for a snippet (`swiftc -###`), with
+    /// ``placeholder`` where the snippet's path goes: snippets are checked by running it directly,
+    /// without starting the driver for each (a third of the time). `nil`: through the driver.
+    var job: [String]? = nil
+
+    /// The file name that stands for a snippet's `main.swift` in ``job``.
+    static let placeholder = "/conveyor-snippet-placeholder/main.swift"
 
     /// The package's root directory.
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -157,8 +164,9 @@ struct SnippetCompiler: Sendable {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) }.map(URL.init(fileURLWithPath:))
     }()
 
-    /// Finds the compiler and the built modules, and compiles the prelude.
-    static func make(prelude: URL = root.appendingPathComponent("Tests/DocSnippets/Prelude.swift")) async throws
+    /// Finds the compiler and the built modules, and compiles the prelude (none: only
+    /// ``typeCheck(file:)`` can be used).
+    static func make(prelude: URL? = root.appendingPathComponent("Tests/DocSnippets/Prelude.swift")) async throws
         -> SnippetCompiler
     {
         guard let modules = builtModules else {
@@ -167,7 +175,8 @@ struct SnippetCompiler: Sendable {
         guard let swiftc = toolchainSwiftc else { throw Failure(description: "no swiftc in $SWIFT_EXEC or $PATH") }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("doc-snippets-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let compiler = SnippetCompiler(swiftc: swiftc, modules: modules, directory: directory)
+        var compiler = SnippetCompiler(swiftc: swiftc, modules: modules, directory: directory)
+        guard let prelude else { return compiler }
         let (status, output) = try await compiler.run(
             [
                 "-emit-module", "-parse-as-library", "-module-name", "DocSnippetPrelude", prelude.path,
@@ -177,7 +186,29 @@ struct SnippetCompiler: Sendable {
             compiler.remove()
             throw Failure(description: "\(prelude.path) does not compile:\n\(output)")
         }
+        compiler.job = try await compiler.frontendJob()
         return compiler
+    }
+
+    /// The driver's arguments for a snippet at `main`, whose extra imports the caller adds.
+    private func snippetArguments(main: String) -> [String] {
+        ["-typecheck", "-module-name", "Snippet", "-I", directory.path, "-Xfrontend", "-import-module", "-Xfrontend", "DocSnippetPrelude", main]
+    }
+
+    /// The one frontend command `swiftc -###` prints for a snippet, split at spaces; `nil` when
+    /// it prints anything else, or a path in it has a space (then the driver runs each time).
+    private func frontendJob() async throws -> [String]? {
+        let log = directory.appendingPathComponent("job.log")
+        let (status, output) = try await run(["-###"] + snippetArguments(main: Self.placeholder), log: log)
+        let lines = output.split(separator: "\n")
+        guard status == 0, lines.count == 1, modules.path.firstIndex(of: " ") == nil,
+            directory.path.firstIndex(of: " ") == nil
+        else { return nil }
+        let job = lines[0].split(separator: " ").map(String.init)
+        guard job.count > 2, job[0].hasSuffix("/swift-frontend"), job[1] == "-frontend",
+            job.filter({ $0 == Self.placeholder }).count == 1
+        else { return nil }
+        return job
     }
 
     /// `nil` when the snippet compiles, else the compiler's report, its `main.swift:<line>:` made the
@@ -187,12 +218,16 @@ struct SnippetCompiler: Sendable {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let main = folder.appendingPathComponent("main.swift")
         try snippet.code.write(to: main, atomically: true, encoding: .utf8)
-        let imports = (["DocSnippetPrelude"] + snippet.implicitImports).flatMap {
-            ["-Xfrontend", "-import-module", "-Xfrontend", $0]
+        let log = folder.appendingPathComponent("log")
+        let (status, output): (Int32, String)
+        if let job {
+            let imports = snippet.implicitImports.flatMap { ["-import-module", $0] }
+            let arguments = job.dropFirst().map { $0 == Self.placeholder ? main.path : $0 } + imports
+            (status, output) = try await Self.launch(URL(fileURLWithPath: job[0]), arguments, log: log)
+        } else {
+            let imports = snippet.implicitImports.flatMap { ["-Xfrontend", "-import-module", "-Xfrontend", $0] }
+            (status, output) = try await run(imports + snippetArguments(main: main.path), log: log)
         }
-        let (status, output) = try await run(
-            ["-typecheck", "-module-name", "Snippet", "-I", directory.path] + imports + [main.path],
-            log: folder.appendingPathComponent("log"))
         guard status != 0 else { return nil }
         guard !output.isEmpty else { return "swiftc exited with status \(status) and printed nothing" }
         return output.replacing(/(?:[^\s:]*\/)?main\.swift:(\d+):/) {
@@ -242,6 +277,11 @@ struct SnippetCompiler: Sendable {
         if FileManager.default.fileExists(atPath: moduleCache.path) {
             arguments += ["-module-cache-path", moduleCache.path]
         }
+        return try await Self.launch(swiftc, arguments, log: log)
+    }
+
+    /// Runs `executable` with `arguments` (under `nice`, where there is one), its output to `log`.
+    private static func launch(_ executable: URL, _ arguments: [String], log: URL) async throws -> (status: Int32, output: String) {
         guard FileManager.default.createFile(atPath: log.path, contents: nil) else {
             throw Failure(description: "cannot create \(log.path)")
         }
@@ -251,9 +291,9 @@ struct SnippetCompiler: Sendable {
         let nice = URL(fileURLWithPath: "/usr/bin/nice")
         if FileManager.default.isExecutableFile(atPath: nice.path) {
             process.executableURL = nice
-            process.arguments = ["-n", "10", swiftc.path] + arguments
+            process.arguments = ["-n", "10", executable.path] + arguments
         } else {
-            process.executableURL = swiftc
+            process.executableURL = executable
             process.arguments = arguments
         }
         process.standardOutput = output

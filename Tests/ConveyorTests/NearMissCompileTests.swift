@@ -22,7 +22,7 @@ import Testing
         let declared = Set(starts.map(\.name))
         #expect(declared.count == 17)
 
-        let compiler = try await SnippetCompiler.make()
+        let compiler = try await SnippetCompiler.make(prelude: nil)
         defer { compiler.remove() }
         let (status, output) = try await compiler.typeCheck(file: file)
         #expect(status != 0, "NearMisses.swift compiled")
@@ -37,7 +37,7 @@ import Testing
     }
 
     @Test func theSameHooksWrittenCorrectlyCompile() async throws {
-        let compiler = try await SnippetCompiler.make()
+        let compiler = try await SnippetCompiler.make(prelude: nil)
         defer { compiler.remove() }
         let (status, output) = try await compiler.typeCheck(file: Self.folder.appendingPathComponent("Accepted.swift"))
         #expect(status == 0, "\(output)")
