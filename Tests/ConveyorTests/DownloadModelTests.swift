@@ -11,7 +11,9 @@ import Testing
 /// A model-based test of the downloader: a generated server whose representation changes between
 /// requests, that honors `Range` or ignores it, honors `If-Range` or ignores it, answers `200`
 /// instead of `206`, sends a wrong or partial `Content-Range`, drops the connection at random
-/// offsets and lies in `Content-Length`. Only two outcomes are acceptable for each download call:
+/// offsets and lies in `Content-Length`; for one seed in five the representation is stored
+/// content-coded and the transport inflates what it gets, as URLSession does gzip (so ranges count
+/// coded bytes, the file inflated ones). Only two outcomes are acceptable for each download call:
 /// the destination holds exactly the version the last response served, whole; or the
 /// destination is absent and the call threw a `NetworkError`.
 ///
@@ -38,7 +40,15 @@ import Testing
             var kinds: [String: Int] = [:]
         }
         let state: Locked<State>
-        init(seed: UInt64) { state = Locked(State(random: SplitMix64(state: seed))) }
+        /// The representation is stored content-coded (`Content-Encoding: gzip`, 12 bytes longer
+        /// than the body), and the transport inflates what arrives: the whole body from a whole
+        /// answer, and from a slice that starts elsewhere, bytes of the slice's length that are
+        /// not the body's (a decoder started mid-stream, at its worst: it produces something).
+        let coded: Bool
+        init(seed: UInt64, coded: Bool = false) {
+            state = Locked(State(random: SplitMix64(state: seed)))
+            self.coded = coded
+        }
 
         func answer(_ request: HTTPRequest) -> MockTransport.Reply {
             state.withLock { state in
@@ -46,9 +56,12 @@ import Testing
                 func chance(_ percent: Int) -> Bool { Int.random(in: 0..<100, using: &state.random) < percent }
                 if chance(25) { state.version += 1 }  // the representation changes
                 let version = state.version
-                let full = DownloadModelTests.body(of: version)
+                let decoded = DownloadModelTests.body(of: version)
+                // What the server stores and its ranges count.
+                let full = coded ? Data(repeating: 0x1F, count: 12) + decoded : decoded
                 let etag = "\"v\(version)\""
                 var headers: HTTPHeaders = ["ETag": etag, "Accept-Ranges": "bytes"]
+                if coded { headers["Content-Encoding"] = "gzip" }
                 if chance(10) { headers["ETag"] = nil }  // no validator at all
                 var status = 200
                 var body = full
@@ -95,6 +108,11 @@ import Testing
                 if chance(8) { declared += Int.random(in: 1...20, using: &state.random) }
                 if chance(8) { declared = max(0, declared - Int.random(in: 1...20, using: &state.random)) }
                 headers["Content-Length"] = String(declared)
+                if coded {
+                    // What the transport hands over once it has inflated the answer.
+                    body = body.count == full.count ? decoded : Data(repeating: 0xEE, count: body.count)
+                    state.kinds[status == 200 ? "coded 200" : "coded 206", default: 0] += 1
+                }
                 var chunks: [Data] = []
                 var index = body.startIndex
                 while index < body.endIndex {
@@ -122,7 +140,8 @@ import Testing
         var kinds: [String: Int] = [:]
         for offset in 0..<Self.count {
             let seed = Self.baseSeed &+ UInt64(offset)
-            let server = Server(seed: seed)
+            // Chosen by index, not drawn, so the other seeds' servers are those of before.
+            let server = Server(seed: seed, coded: offset % 5 == 3)
             let mock = MockTransport()
             mock.stub(nil, "/file", reply: .handler { request in server.answer(request) })
             let client = NetworkClient(
@@ -161,7 +180,10 @@ import Testing
         #expect(failures.isEmpty, "replay with CONVEYOR_DOWNLOAD_SEED=<seed> CONVEYOR_DOWNLOAD_COUNT=1:\n\(failures.joined(separator: "\n"))")
         // Count what ran: every misbehavior was served, and both outcomes happened.
         if Self.count >= 1000 {
-            for kind in ["200", "206", "range ignored", "if-range refused", "206 ignoring if-range", "206 partial", "206 wrong start"] {
+            for kind in [
+                "200", "206", "range ignored", "if-range refused", "206 ignoring if-range", "206 partial", "206 wrong start",
+                "coded 200",
+            ] {
                 #expect((kinds[kind] ?? 0) > 20, "\(kind) served \(kinds[kind] ?? 0) times")
             }
             #expect(outcomes.whole > 100 && outcomes.absent > 100, "\(outcomes)")
