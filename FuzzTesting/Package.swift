@@ -31,6 +31,7 @@ let package = Package(
         .executableTarget(name: "FuzzEventStream", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzSetCookie", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzRedirect", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzFraming", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,4 +1,5 @@
 import ConveyorFuzzChecks
+import ConveyorPipeline
 import Foundation
 import Testing
 
@@ -37,5 +38,27 @@ import Testing
             #expect(FuzzChecks.leaksMarker(spelled), "\(spelled)")
         }
         #expect(!FuzzChecks.leaksMarker("a%C2b ***"))
+    }
+
+    /// The `framing` seeds are the heads their names say, so the replay runs the oracle on both
+    /// outcomes: each refused seed is refused for the rule its name gives, the others pass.
+    @Test func theFramingSeedsAreTheHeadsTheirNamesSay() throws {
+        let accepted: MalformedResponse.Rule? = nil
+        let expected: [String: MalformedResponse.Rule?] = [
+            "two-agreeing-content-lengths": .contentLength, "content-length-list": .contentLength,
+            "sign-and-space-in-a-length": .contentLength, "bare-cr-in-a-value": .controlCharacter,
+            "nul-in-a-name": .controlCharacter, "invalid-utf8-in-a-name": .notUTF8,
+            "replacement-character-sent-as-is": .notUTF8, "obs-text-is-kept": accepted, "a-clean-head": accepted,
+        ]
+        let folder = Self.corpus.appendingPathComponent("framing")
+        for (seed, rule) in expected {
+            let fields = FuzzChecks.framingFields([UInt8](try Data(contentsOf: folder.appendingPathComponent(seed))))
+            do throws(NetworkError) {
+                try FramingPolicy.check(HTTPHeaders(fields.map { HTTPHeaders.Field(name: $0.name, value: $0.value) }))
+                #expect(rule == nil, "\(seed) was accepted")
+            } catch {
+                #expect((error.underlying as? MalformedResponse)?.rule == rule, "\(seed): \(error)")
+            }
+        }
     }
 }

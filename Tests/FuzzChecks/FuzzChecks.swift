@@ -32,6 +32,7 @@ public enum FuzzChecks {
         ("event-stream", eventStream),
         ("set-cookie", setCookie),
         ("redirect", redirect),
+        ("framing", framing),
     ]
 
     /// The check named `name`.
@@ -275,6 +276,113 @@ public enum FuzzChecks {
             if !crossOrigin && delivered["Set-Cookie"] == nil { return "a same-origin Set-Cookie was removed" }
             return nil
         }
+    }
+
+    // MARK: - Response framing
+
+    /// The names the framing check draws from: the one the policy counts, in three cases, and
+    /// others (one a byte longer, one a byte shorter, one as long but ending past ASCII).
+    static let framingNames = [
+        "Content-Length", "content-length", "CONTENT-LENGTH", "Content-Type", "X-Trace", "Content-Lengths",
+        "Content-Lengt", "Content-Leng\u{0127}",
+    ]
+    /// Value pieces the framing check splices: digits, separators, every byte the policy looks
+    /// for (CR, LF, NUL, the lead byte of U+FFFD), other controls it leaves alone, and UTF-8
+    /// beyond ASCII that is valid (obs-text, kept) or not (replaced with U+FFFD, refused).
+    static let framingPieces: [[UInt8]] = [
+        Array("0".utf8), Array("42".utf8), Array("9".utf8), Array(",".utf8), Array(" ".utf8), Array("-".utf8),
+        [0x0D], [0x0A], [0x00], [0x09], [0x1B], [0x7F], [0xEF], [0xEF, 0xBF, 0xBD], [0xEF, 0xBB, 0xBF], [0xC3, 0xA9],
+        [0xFF], [0xC3], [0xE2, 0x82],
+    ]
+
+    /// ``FramingPolicy`` against a reference written from its rules (RFC 9112 §6.3, §2.2): the
+    /// input chooses one to eight fields, each name from a list or of any bytes, each value
+    /// spliced from pieces or of any bytes (decoded as UTF-8, as transports do). A head is
+    /// refused exactly when one field breaks a rule: a second `Content-Length` (any case), one
+    /// that is empty or not all digits, a CR, LF or NUL in a name or value, a U+FFFD in either.
+    /// The first such field is the one reported, under a rule it breaks, by its name only when
+    /// the name is printable ASCII (`?` otherwise; a length as `Content-Length`); the description
+    /// holds no value.
+    /// ``HTTPHeaders/namesEqual(_:_:)`` agrees with its iterating form on every pair of names.
+    @Sendable public static func framing(_ bytes: [UInt8]) -> String? {
+        let fields = framingFields(bytes).map { HTTPHeaders.Field(name: $0.name, value: $0.value) }
+        for a in fields {
+            for b in fields where HTTPHeaders.namesEqual(a.name, b.name) != HTTPHeaders.namesEqualIterating(a.name, b.name) {
+                return "namesEqual and its iterating form disagree on \(a.name.debugDescription) and \(b.name.debugDescription)"
+            }
+        }
+
+        // The reference: the first field that breaks a rule, and every rule it breaks.
+        func folded(_ text: String) -> [UInt8] { text.utf8.map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 0x20 : $0 } }
+        func broken(_ text: String) -> Set<MalformedResponse.Rule> {
+            var rules: Set<MalformedResponse.Rule> = []
+            if text.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 }) { rules.insert(.controlCharacter) }
+            if text.unicodeScalars.contains("\u{FFFD}") { rules.insert(.notUTF8) }
+            return rules
+        }
+        var expected: (field: HTTPHeaders.Field, rules: Set<MalformedResponse.Rule>)?
+        var lengths = 0
+        for field in fields {
+            var rules = broken(field.name).union(broken(field.value))
+            if folded(field.name) == Array("content-length".utf8) {
+                lengths += 1
+                if lengths > 1 || field.value.isEmpty || !field.value.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
+                    rules.insert(.contentLength)
+                }
+            }
+            if !rules.isEmpty {
+                expected = (field, rules)
+                break
+            }
+        }
+
+        let head = HTTPHeaders(fields)
+        let shown = fields.map { "\($0.name.debugDescription): \($0.value.debugDescription)" }.joined(separator: ", ")
+        do throws(NetworkError) {
+            try FramingPolicy.check(head)
+            if let expected { return "accepted \(shown), whose \(expected.field.name.debugDescription) breaks \(expected.rules)" }
+            return nil
+        } catch {
+            guard case .transportFailed = error, let malformed = error.underlying as? MalformedResponse else {
+                return "refused \(shown) with \(error), not a MalformedResponse"
+            }
+            guard let expected else { return "refused \(shown), which breaks no rule: \(malformed)" }
+            guard expected.rules.contains(malformed.rule) else {
+                return "refused \(shown) for \(malformed.rule), but its first bad field breaks \(expected.rules)"
+            }
+            // A length is reported under its standard spelling, whatever the field's case.
+            let printable = expected.field.name.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+            let named = malformed.rule == .contentLength ? "Content-Length" : printable ? expected.field.name : "?"
+            guard malformed.header == named else {
+                return "refused \(shown) naming \(malformed.header.debugDescription), not \(expected.field.name.debugDescription)"
+            }
+            guard malformed.description == "malformed response: \(malformed.rule.rawValue) (\(malformed.header))" else {
+                return "the refusal reads \(malformed.description.debugDescription)"
+            }
+            return nil
+        }
+    }
+
+    /// The head the `framing` check makes of `bytes`, as name and value pairs.
+    package static func framingFields(_ bytes: [UInt8]) -> [(name: String, value: String)] {
+        var input = FuzzInput(bytes)
+        var fields: [(name: String, value: String)] = []
+        for _ in 0..<(1 + input.choose(8)) {
+            let name: String
+            if input.choose(4) == 0 {
+                name = String(decoding: input.bytes(1 + input.choose(12)), as: UTF8.self)
+            } else {
+                name = framingNames[input.choose(framingNames.count)]
+            }
+            var value: [UInt8] = []
+            if input.choose(4) == 0 {
+                value = input.bytes(input.choose(24))
+            } else {
+                for _ in 0..<input.choose(6) { value += framingPieces[input.choose(framingPieces.count)] }
+            }
+            fields.append((name, String(decoding: value, as: UTF8.self)))
+        }
+        return fields
     }
 
     // MARK: - Cache entries
