@@ -180,4 +180,179 @@ private let canCompile: Bool = {
         }
         #expect(checked >= 5, "found only \(checked) relative links")
     }
+
+    /// A guarantee is only as good as the test that proves it: every test a doc names in
+    /// backticks (`SuiteTests` or `SuiteTests.testName`, in README.md, BENCHMARKS.md, Docs/, the
+    /// DocC catalogs and the sources' doc comments) exists, the test in a file that declares or
+    /// extends its suite, and every repository path a doc names in backticks exists. A name
+    /// kept for history (a test removed with what it tested) is written without backticks.
+    @Test func everyTestAndFileTheDocsNameExists() throws {
+        let root = SnippetCompiler.root.standardizedFileURL
+        let problems = try DocCitations.problems(in: root)
+        #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
+        #expect(try DocCitations.citations(in: root) >= 150)
+    }
+
+    /// The check finds a missing suite, a missing test, a test of another suite, a bare test name
+    /// after a suite that has no such test, and a missing path.
+    @Test func theCitationCheckSeesWhatIsMissing() throws {
+        let tests = [
+            "A.swift": "@Suite struct RealTests {\n    @Test func realTest() {}\n}",
+            "B.swift": "extension RealTests {\n    @Test func extended() {}\n}",
+            "C.swift": "struct OtherTests { func elsewhere() {} }",
+        ]
+        let text = """
+            `RealTests` `RealTests.realTest` `RealTests.extended()` `GoneTests` `RealTests.gone`
+            `RealTests.elsewhere` `Tests/Nowhere.swift` `Docs/Reliability.md`
+            `RealTests.realTest`, `extendedInAnotherFile`, `extended`, `maximumRedirects`
+            """
+        let declarations = TestDeclarations(tests, sources: ["struct Options { var maximumRedirects: Int }"])
+        let problems = DocCitations.problems(in: text, named: "Page.md", declarations: declarations) { $0 == "Docs/Reliability.md" }
+        #expect(
+            problems == [
+                "Page.md names `GoneTests`, which no test file declares",
+                "Page.md names `RealTests.gone`, which no file of RealTests declares",
+                "Page.md names `RealTests.elsewhere`, which no file of RealTests declares",
+                "Page.md names `extendedInAnotherFile` after `RealTests`, which neither a file of RealTests nor the sources declare",
+                "Page.md names `Tests/Nowhere.swift`, which is not in the repository",
+            ])
+    }
 }
+
+/// The tests and files the docs name, checked against the repository.
+enum DocCitations {
+    /// `SuiteTests`, `SuiteTests.test`, `SuiteTests.test()`, `SuiteTests.test(_:)` in backticks.
+    static var test: Regex<(Substring, Substring, Substring?)> { #/`([A-Z][A-Za-z0-9_]*Tests)(?:\.([A-Za-z_][A-Za-z0-9_]*))?(?:\([A-Za-z0-9_:]*\))?`/# }
+    /// A bare name in backticks that may be a test's: lowercase first, 16 characters or more.
+    static var bare: Regex<(Substring, Substring)> { #/`([a-z][A-Za-z0-9_]{15,})(?:\([A-Za-z0-9_:]*\))?`/# }
+    /// A path under one of the repository's top folders, in backticks.
+    static var path: Regex<(Substring, Substring)> { #/`((?:Tests|Sources|Scripts|Benchmarks|Integrations|Examples|FuzzTesting|Docs|\.ci)/[A-Za-z0-9_./+-]*)`/# }
+
+    /// Every Swift file under a `Tests` folder of the repository's packages, by path.
+    static func testFiles(in root: URL) throws -> [String: String] {
+        var files: [String: String] = [:]
+        for folder in ["Tests", "Integrations/Tests"] + (try exampleTestFolders(in: root)) {
+            let base = root.appendingPathComponent(folder)
+            guard let walk = FileManager.default.enumerator(at: base, includingPropertiesForKeys: nil) else { continue }
+            for case let file as URL in walk where file.pathExtension == "swift" {
+                files[file.path] = try String(contentsOf: file, encoding: .utf8)
+            }
+        }
+        return files
+    }
+
+    static func exampleTestFolders(in root: URL) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("Examples").path)
+            .map { "Examples/\($0)/Tests" }
+    }
+
+    /// The texts that name tests: the guides, the other READMEs, the DocC catalogs and the sources.
+    static func documents(in root: URL) throws -> [(name: String, text: String)] {
+        var names = ["README.md", "BENCHMARKS.md", "Examples/FirstHour/Peers/README.md", "Benchmarks/Peers/EventSource/PATCH.md"]
+        names += try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("Docs").path)
+            .filter { $0.hasSuffix(".md") }.sorted().map { "Docs/\($0)" }
+        for folder in ["Sources", "Integrations/Sources"] {
+            guard let walk = FileManager.default.enumerator(atPath: root.appendingPathComponent(folder).path) else { continue }
+            for case let file as String in walk where file.hasSuffix(".md") || file.hasSuffix(".swift") {
+                names.append("\(folder)/\(file)")
+            }
+        }
+        return try names.map { ($0, try String(contentsOf: root.appendingPathComponent($0), encoding: .utf8)) }
+    }
+
+    static func problems(in root: URL) throws -> [String] {
+        let documents = try documents(in: root)
+        let sources = documents.filter { $0.name.hasSuffix(".swift") }.map(\.text)
+        let declarations = TestDeclarations(try testFiles(in: root), sources: sources)
+        return documents.flatMap { document in
+            problems(in: document.text, named: document.name, declarations: declarations) {
+                FileManager.default.fileExists(atPath: root.appendingPathComponent($0).path)
+            }
+        }
+    }
+
+    static func citations(in root: URL) throws -> Int {
+        try documents(in: root).reduce(0) { $0 + $1.text.matches(of: test).count }
+    }
+
+    /// What `text` (the document `name`) names that `tests` (file contents by path) and
+    /// `exists` (a repository path) do not have.
+    static func problems(in text: String, named name: String, tests: [String: String], exists: (String) -> Bool) -> [String] {
+        problems(in: text, named: name, declarations: TestDeclarations(tests), exists: exists)
+    }
+
+    static func problems(in text: String, named name: String, declarations: TestDeclarations, exists: (String) -> Bool) -> [String] {
+        var problems: [String] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) where line.contains("Tests") {
+            let cited = line.matches(of: test)
+            for match in cited {
+                let suite = String(match.output.1)
+                guard let holders = declarations.functionsBySuite[suite] else {
+                    problems.append("\(name) names `\(suite)`, which no test file declares")
+                    continue
+                }
+                if let test = match.output.2.map(String.init), !holders.contains(where: { $0.contains(test) }) {
+                    problems.append("\(name) names `\(suite).\(test)`, which no file of \(suite) declares")
+                }
+            }
+            // `Suite.first`, `second`: a bare name after a suite on the same line is that suite's
+            // test, or a name the sources declare (a hook, a check, a property).
+            for match in line.matches(of: bare) {
+                guard let suite = cited.last(where: { $0.range.upperBound <= match.range.lowerBound })?.output.1,
+                    let holders = declarations.functionsBySuite[String(suite)]
+                else { continue }
+                let test = String(match.output.1)
+                if !holders.contains(where: { $0.contains(test) }) && !declarations.sourceNames.contains(test) {
+                    problems.append("\(name) names `\(test)` after `\(suite)`, which neither a file of \(suite) nor the sources declare")
+                }
+            }
+        }
+        for match in text.matches(of: path) where !exists(String(match.output.1)) {
+            problems.append("\(name) names `\(match.output.1)`, which is not in the repository")
+        }
+        return problems
+    }
+}
+
+/// The types each test file declares or extends, and its functions, read once by words (a
+/// keyword and the identifier after it), without a regular expression per file.
+struct TestDeclarations {
+    /// For each type name, the function names of every file that declares or extends it.
+    var functionsBySuite: [String: [Set<String>]] = [:]
+    /// The functions, cases and properties the library's sources declare.
+    var sourceNames: Set<String> = []
+
+    /// - Parameters:
+    ///   - tests: The test files' contents.
+    ///   - sources: The library's source files' contents.
+    init(_ tests: [String: String], sources: [String] = []) {
+        for text in tests.values {
+            var types: [String] = []
+            var functions: Set<String> = []
+            Self.declarations(in: text) { keyword, name in
+                switch keyword {
+                case "struct", "class", "enum", "actor", "extension": types.append(name)
+                case "func": functions.insert(name)
+                default: break
+                }
+            }
+            for type in types { functionsBySuite[type, default: []].append(functions) }
+        }
+        for text in sources {
+            Self.declarations(in: text) { keyword, name in
+                if ["func", "case", "var", "let"].contains(keyword) { sourceNames.insert(name) }
+            }
+        }
+    }
+
+    /// Calls `found` with each word and the word before it.
+    private static func declarations(in text: String, _ found: (String, String) -> Void) {
+        var previous = ""
+        for word in text.split(whereSeparator: { !($0.isLetter || $0.isNumber || $0 == "_") }) {
+            let word = String(word)
+            found(previous, word)
+            previous = word
+        }
+    }
+}
+
