@@ -205,6 +205,7 @@ private let canCompile: Bool = {
             `RealTests` `RealTests.realTest` `RealTests.extended()` `GoneTests` `RealTests.gone`
             `RealTests.elsewhere` `Tests/Nowhere.swift` `Docs/Reliability.md`
             `RealTests.realTest`, `extendedInAnotherFile`, `extended`, `maximumRedirects`
+            `RealTests.real…`, `.exten…`, `RealTests.unreal…`
             """
         let declarations = TestDeclarations(tests, sources: ["struct Options { var maximumRedirects: Int }"])
         let problems = DocCitations.problems(in: text, named: "Page.md", declarations: declarations) { $0 == "Docs/Reliability.md" }
@@ -214,6 +215,7 @@ private let canCompile: Bool = {
                 "Page.md names `RealTests.gone`, which no file of RealTests declares",
                 "Page.md names `RealTests.elsewhere`, which no file of RealTests declares",
                 "Page.md names `extendedInAnotherFile` after `RealTests`, which neither a file of RealTests nor the sources declare",
+                "Page.md names `RealTests.unreal…`, which no file of RealTests declares",
                 "Page.md names `Tests/Nowhere.swift`, which is not in the repository",
             ])
     }
@@ -222,9 +224,12 @@ private let canCompile: Bool = {
 /// The tests and files the docs name, checked against the repository.
 enum DocCitations {
     /// `SuiteTests`, `SuiteTests.test`, `SuiteTests.test()`, `SuiteTests.test(_:)` in backticks.
-    static var test: Regex<(Substring, Substring, Substring?)> { #/`([A-Z][A-Za-z0-9_]*Tests)(?:\.([A-Za-z_][A-Za-z0-9_]*))?(?:\([A-Za-z0-9_:]*\))?`/# }
+    /// A name cut short with `…` stands for every test it begins.
+    static var test: Regex<(Substring, Substring, Substring?)> {
+        #/`([A-Z][A-Za-z0-9_]*Tests)(?:\.([A-Za-z_][A-Za-z0-9_]*…?))?(?:\([A-Za-z0-9_:]*\))?`/#
+    }
     /// A bare name in backticks that may be a test's: lowercase first, 16 characters or more.
-    static var bare: Regex<(Substring, Substring)> { #/`([a-z][A-Za-z0-9_]{15,})(?:\([A-Za-z0-9_:]*\))?`/# }
+    static var bare: Regex<(Substring, Substring)> { #/`\.?([a-z][A-Za-z0-9_]{15,}…?)(?:\([A-Za-z0-9_:]*\))?`/# }
     /// A path under one of the repository's top folders, in backticks.
     static var path: Regex<(Substring, Substring)> { #/`((?:Tests|Sources|Scripts|Benchmarks|Integrations|Examples|FuzzTesting|Docs|\.ci)/[A-Za-z0-9_./+-]*)`/# }
 
@@ -281,6 +286,13 @@ enum DocCitations {
         problems(in: text, named: name, declarations: TestDeclarations(tests), exists: exists)
     }
 
+    /// Whether `functions` has `name`, or for `name…` a function that begins with `name`.
+    static func declares(_ functions: Set<String>, _ name: String) -> Bool {
+        guard name.hasSuffix("…") else { return functions.contains(name) }
+        let prefix = name.dropLast()
+        return functions.contains { $0.hasPrefix(prefix) }
+    }
+
     static func problems(in text: String, named name: String, declarations: TestDeclarations, exists: (String) -> Bool) -> [String] {
         var problems: [String] = []
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) where line.contains("Tests") {
@@ -291,7 +303,7 @@ enum DocCitations {
                     problems.append("\(name) names `\(suite)`, which no test file declares")
                     continue
                 }
-                if let test = match.output.2.map(String.init), !holders.contains(where: { $0.contains(test) }) {
+                if let test = match.output.2.map(String.init), !holders.contains(where: { Self.declares($0, test) }) {
                     problems.append("\(name) names `\(suite).\(test)`, which no file of \(suite) declares")
                 }
             }
@@ -302,7 +314,7 @@ enum DocCitations {
                     let holders = declarations.functionsBySuite[String(suite)]
                 else { continue }
                 let test = String(match.output.1)
-                if !holders.contains(where: { $0.contains(test) }) && !declarations.sourceNames.contains(test) {
+                if !holders.contains(where: { Self.declares($0, test) }) && !declarations.sourceNames.contains(test) {
                     problems.append("\(name) names `\(test)` after `\(suite)`, which neither a file of \(suite) nor the sources declare")
                 }
             }
