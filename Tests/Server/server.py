@@ -2,7 +2,8 @@
 """A small HTTP server for Conveyor's integration tests (Python standard library only).
 
 Binds 127.0.0.1 on the given port (0 = a free one), prints "PORT <n>" on its first stdout line,
-and exits when its stdin closes, so a crashed test process never leaves it behind.
+and exits when its stdin closes, so a crashed test process never leaves it behind. With
+`--spawner` it starts servers on request instead (see `spawn_on_request`).
 """
 import argparse
 import hashlib
@@ -656,18 +657,69 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
-    server = ThreadingHTTPServer(("127.0.0.1", parser.parse_args().port), Handler)
+    parser.add_argument("--spawner", action="store_true", help="fork a server for each 'start' read from stdin")
+    args = parser.parse_args()
+    if args.spawner:
+        spawn_on_request()
+        return
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     print("PORT", server.server_address[1], flush=True)
+    serve(server, lifeline=sys.stdin.buffer.fileno())
 
-    def exit_when_stdin_closes():
-        while sys.stdin.buffer.read(4096):
+
+def serve(server, lifeline):
+    """Serves until SIGTERM, or until `lifeline` reads end of file (whoever holds its other end,
+    the test process, is gone), so a server never outlives the tests."""
+    def exit_when_lifeline_closes():
+        while os.read(lifeline, 4096):
             pass
         os._exit(0)
 
-    threading.Thread(target=exit_when_stdin_closes, daemon=True).start()
+    threading.Thread(target=exit_when_lifeline_closes, daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     server.serve_forever()
+
+
+def spawn_on_request():
+    """The spawner (`--spawner`): the test suite keeps one and asks it for each server, because
+    starting the interpreter and importing the modules above costs about 0.1 s of CPU, and a test
+    run starts over a hundred servers; a fork of a process that has done it once costs almost
+    nothing. Reads commands from stdin, one per line, in order:
+
+        start      forks a server on a free port and prints "PORT <port> <pid>"
+        stop <pid> kills that server and reaps it (prints nothing)
+        sync       prints "SYNC" once every command before it is done
+
+    Each server exits when stopped or once the spawner is gone: it holds the read end of a pipe
+    whose write end only the spawner holds. The spawner exits when its stdin closes."""
+    lifeline, keep = os.pipe()
+    for line in sys.stdin:
+        command = line.split()
+        if command == ["start"]:
+            server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            server.daemon_threads = True
+            pid = os.fork()
+            if pid == 0:  # the server: its own randomness, nothing of the spawner's but the lifeline
+                os.close(keep)
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                random.seed()
+                serve(server, lifeline)
+                os._exit(0)
+            server.server_close()
+            print("PORT", server.server_address[1], pid, flush=True)
+        elif len(command) == 2 and command[0] == "stop" and command[1].isdigit():
+            try:
+                # SIGKILL: a test process may start the spawner with SIGTERM blocked, and every
+                # process it forks inherits the mask.
+                os.kill(int(command[1]), signal.SIGKILL)
+                os.waitpid(int(command[1]), 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        elif command == ["sync"]:
+            print("SYNC", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,11 @@
 public import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Starts `Tests/Server/server.py` on 127.0.0.1 with a free port, for integration tests.
 ///
 /// ```swift
@@ -8,12 +14,14 @@ public import Foundation
 ///     …
 /// }
 /// ```
-/// The server exits when its stdin closes, so it never outlives the test process.
+/// Each server is forked by one spawner process per test process (`server.py --spawner`): an
+/// interpreter start with the script's imports costs about 0.1 s of CPU, and a test run starts
+/// over a hundred servers. The spawner exits when the test process does (its stdin closes), and
+/// every server it forked exits with it, so none outlives the tests.
 public final class LocalServer: @unchecked Sendable {
-    // @unchecked: `process` and `stdin` are only used under `lock` after init.
+    // @unchecked: `stopped` is only touched under `lock`.
     private let lock = NSLock()
-    private let process: Process
-    private let stdin: Pipe
+    private let pid: Int32
     private var stopped = false
 
     /// The port the server listens on.
@@ -56,93 +64,159 @@ public final class LocalServer: @unchecked Sendable {
     /// The arguments before the script's: `python3` when the interpreter is found through `env`.
     private static var pythonArguments: [String] { python.path == "/usr/bin/env" ? ["python3"] : [] }
 
-    /// Starts the server and waits (at most 30 s) for it to report its port.
+    /// Starts a server and waits (at most 30 s) for it to report its port.
     ///
     /// The wait suspends instead of blocking: many tests start servers at once on a 2-core
     /// machine, and a blocked thread of Swift's small cooperative pool would delay every other
     /// test's timers (a 300 ms timeout once fired after 10 s that way).
     /// - Throws: ``StartError`` when Python is missing or the server does not come up.
     public static func start() async throws -> LocalServer {
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("Server/server.py")
-        let process = Process()
-        process.executableURL = python
-        process.arguments = pythonArguments + [script.path, "--port", "0"]
-        let stdin = Pipe()
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        do {
-            try process.run()
-        } catch {
-            throw StartError(description: "could not run python3 \(script.path): \(error)")
-        }
-
-        // The first line is read on a thread of its own, and a second thread gives up after 30 s,
-        // so a silent server cannot hang the tests; whichever comes first resumes the caller.
-        let reader = stdout.fileHandleForReading
-        let text: String? = await withCheckedContinuation { (continuation: CheckedContinuation<String?, Never>) in
-            let once = Locked(false)
-            let finish: @Sendable (String?) -> Void = { value in
-                let first = once.withLock { resumed in
-                    defer { resumed = true }
-                    return !resumed
-                }
-                if first { continuation.resume(returning: value) }
-            }
-            Thread.detachNewThread {
-                var buffer = Data()
-                while !buffer.contains(UInt8(ascii: "\n")) {
-                    let chunk = reader.availableData
-                    if chunk.isEmpty { break }
-                    buffer.append(chunk)
-                }
-                finish(String(decoding: buffer, as: UTF8.self))
-            }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 30) { finish(nil) }
-        }
-        guard let text, text.hasPrefix("PORT "),
-            let port = text.split(separator: "\n").first?.split(separator: " ").last.flatMap({ Int($0) })
-        else {
-            process.terminate()
-            let errors = String(decoding: stderr.fileHandleForReading.availableData, as: UTF8.self)
-            throw StartError(description: "the test server did not report its port within 30 s. stderr: \(errors)")
-        }
-        return LocalServer(process: process, stdin: stdin, port: port)
+        let spawner = try Spawner.shared.get()
+        let (port, pid) = try await spawner.start()
+        return LocalServer(pid: pid, port: port)
     }
 
-    private init(process: Process, stdin: Pipe, port: Int) {
-        self.process = process
-        self.stdin = stdin
+    private init(pid: Int32, port: Int) {
+        self.pid = pid
         self.port = port
     }
 
-    /// Stops the server: closes its stdin (it exits when stdin closes) and terminates it. Returns
-    /// at once; Foundation reaps the process. Safe to call more than once.
+    /// Stops the server (killed and reaped by the spawner). Returns at once. Safe to
+    /// call more than once.
     public func stop() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !stopped else { return }
-        stopped = true
-        try? stdin.fileHandleForWriting.close()
-        if process.isRunning { process.terminate() }
+        let first = lock.withLock {
+            defer { stopped = true }
+            return !stopped
+        }
+        if first, let spawner = try? Spawner.shared.get() { spawner.send("stop \(pid)") }
     }
 
     /// Stops the server and suspends until its process has exited (the port is closed then).
     public func stopAndWait() async {
         stop()
-        let process = self.process
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            Thread.detachNewThread {
-                process.waitUntilExit()
-                continuation.resume()
-            }
-        }
+        await (try? Spawner.shared.get())?.sync()
     }
 
     deinit { stop() }
+
+    /// The script's path.
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Server/server.py")
+
+    /// The one `server.py --spawner` of this process. Its commands (`start`, `stop <pid>`, `sync`)
+    /// and their answers go through one serial queue, in order, on a thread of its own (never
+    /// one of Swift's cooperative pool).
+    final class Spawner: @unchecked Sendable {
+        // @unchecked: `input`, `output` and `buffer` are only used on `queue`.
+        private let queue = DispatchQueue(label: "LocalServer.spawner")
+        private let process = Process()
+        private let input: FileHandle
+        private let output: FileHandle
+        /// The end of what the spawner and its servers wrote to stderr, for a failure's message.
+        /// It is read all the time: a full pipe would stop every server that writes to it (a
+        /// handler's traceback when a client hangs up early).
+        private let errors = Locked(Data())
+        private var buffer = Data()
+
+        static let shared: Result<Spawner, StartError> = Result { () throws(StartError) in try Spawner() }
+
+        private init() throws(StartError) {
+            let stdin = Pipe()
+            let stdout = Pipe()
+            let stderr = Pipe()
+            process.executableURL = LocalServer.python
+            process.arguments = LocalServer.pythonArguments + [LocalServer.script.path, "--spawner"]
+            process.standardInput = stdin
+            process.standardOutput = stdout
+            process.standardError = stderr
+            do {
+                try process.run()
+            } catch {
+                throw StartError(description: "could not run python3 \(LocalServer.script.path): \(error)")
+            }
+            input = stdin.fileHandleForWriting
+            output = stdout.fileHandleForReading
+            let errors = self.errors
+            let reader = stderr.fileHandleForReading
+            Thread.detachNewThread {
+                while true {
+                    let chunk = reader.availableData
+                    if chunk.isEmpty { return }
+                    errors.withLock { kept in
+                        kept.append(chunk)
+                        if kept.count > 16_384 { kept = Data(kept.suffix(8_192)) }
+                    }
+                }
+            }
+        }
+
+        /// A new server's port and process id; fails after 30 s without them.
+        func start() async throws(StartError) -> (port: Int, pid: Int32) {
+            let result = await ask("start") { (line: String) -> (port: Int, pid: Int32)? in
+                let words = line.split(separator: " ")
+                guard words.count == 3, words[0] == "PORT", let port = Int(words[1]), let pid = Int32(words[2]) else { return nil }
+                return (port, pid)
+            }
+            return try result.get()
+        }
+
+        /// Waits until every command sent before is done (a stopped server has exited).
+        func sync() async {
+            _ = await ask("sync") { $0 == "SYNC" ? () : nil }
+        }
+
+        /// Sends `command`, which has no answer.
+        func send(_ command: String) {
+            queue.async { self.write(command) }
+        }
+
+        /// Sends `command` and reads its one-line answer, which `parse` must accept, within 30 s.
+        private func ask<T: Sendable>(_ command: String, _ parse: @escaping @Sendable (String) -> T?) async
+            -> Result<T, StartError>
+        {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, StartError>, Never>) in
+                let once = Locked(false)
+                let finish: @Sendable (Result<T, StartError>) -> Void = { value in
+                    let first = once.withLock { resumed in
+                        defer { resumed = true }
+                        return !resumed
+                    }
+                    if first { continuation.resume(returning: value) }
+                }
+                queue.async {
+                    self.write(command)
+                    let line = self.readLine()
+                    if let line, let value = parse(line) {
+                        finish(.success(value))
+                    } else {
+                        let problem = String(decoding: self.errors.get(), as: UTF8.self)
+                        finish(.failure(StartError(description: "the test server's spawner answered \(line.map { "\"\($0)\"" } ?? "nothing") to \(command). stderr: \(problem)")))
+                    }
+                }
+                DispatchQueue.global().asyncAfter(deadline: .now() + 30) {
+                    finish(.failure(StartError(description: "the test server's spawner did not answer \(command) within 30 s")))
+                }
+            }
+        }
+
+        private func write(_ command: String) {
+            try? input.write(contentsOf: Data((command + "\n").utf8))
+        }
+
+        /// The next line of the spawner's output, or `nil` once it has ended.
+        private func readLine() -> String? {
+            while true {
+                if let end = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: buffer[buffer.startIndex..<end], as: UTF8.self)
+                    buffer.removeSubrange(buffer.startIndex...end)
+                    return line
+                }
+                let chunk = output.availableData
+                if chunk.isEmpty { return nil }
+                buffer.append(chunk)
+            }
+        }
+    }
 
     /// Starts a server, runs `body` with it, and always stops it.
     /// - Parameter body: The test code.
