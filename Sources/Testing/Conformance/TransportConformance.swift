@@ -57,7 +57,10 @@ public enum TransportConformance {
         case responseSizeLimit
         /// A request with a 1 s timeout to a server that never answers fails with
         /// ``Conveyor/NetworkError/timedOut`` within the timeout plus ``Options/promptness``,
-        /// and the connection is closed.
+        /// and the connection is closed. Like ``stalledBody`` and ``headerTrickle``, it first
+        /// gets one small response from the server, so that a transport that keeps connections
+        /// waits on a kept one (on Linux, `URLSession` spins a core while a request waits on a
+        /// connection it has just opened).
         case timeout
         /// A request whose task is cancelled once the server has it fails with
         /// ``Conveyor/NetworkError/cancelled`` within ``Options/promptness``, and the
