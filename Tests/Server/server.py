@@ -498,7 +498,7 @@ class Handler(BaseHTTPRequestHandler):
             if gzip:
                 self.wfile.write(body)
             else:
-                chunk = bytes(65536)
+                chunk = memoryview(bytes(65536))  # slices of a view copy nothing
                 sent = 0
                 while sent < total:
                     part = chunk[: min(len(chunk), total - sent)]
