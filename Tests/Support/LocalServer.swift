@@ -1,11 +1,5 @@
 public import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// Starts `Tests/Server/server.py` on 127.0.0.1 with a free port, for integration tests.
 ///
 /// ```swift
