@@ -643,12 +643,49 @@ struct SkipRun: Equatable {
         var interceptAnswered = 0
         /// Requests whose plan was derived (exclusions or the request's own behaviors).
         var derivedPlans = 0
+
+        mutating func add(_ other: Coverage) {
+            requests += other.requests
+            successes += other.successes
+            failures += other.failures
+            retried += other.retried
+            validateThrew += other.validateThrew
+            interceptAnswered += other.interceptAnswered
+            derivedPlans += other.derivedPlans
+        }
     }
 
+    /// The scenarios run in four shards side by side (in one sequence, this test was among the
+    /// last to end in every `swift test` run); failures and coverage are counted over all of them.
+    static let shards = 4
+
     @Test func derivedPlansRunWhatAFreshPlanRuns() async {
+        let size = (Self.count + Self.shards - 1) / Self.shards
+        let (failures, coverage) = await withTaskGroup(of: (Int, Coverage).self) { group in
+            for shard in 0..<Self.shards {
+                group.addTask { await runScenarios(min(Self.count, shard * size)..<min(Self.count, (shard + 1) * size)) }
+            }
+            return await group.reduce(into: (0, Coverage())) { total, shard in
+                total.0 += shard.0
+                total.1.add(shard.1)
+            }
+        }
+        #expect(failures == 0)
+        if Self.count >= 20 && failures == 0 {
+            // The generator reaches what the claim is about: plans were derived, and
+            // requests succeeded, failed, retried, were rejected by validate and answered by intercept.
+            #expect(coverage.derivedPlans > 0, "no plan was derived: \(coverage)")
+            #expect(coverage.successes > 0 && coverage.failures > 0 && coverage.retried > 0, "\(coverage)")
+            #expect(coverage.validateThrew > 0 && coverage.interceptAnswered > 0, "\(coverage)")
+        }
+    }
+
+    /// Runs the scenarios at `offsets`, stopping after three that fail; returns how many failed
+    /// and what they covered.
+    func runScenarios(_ offsets: Range<Int>) async -> (Int, Coverage) {
         var failures = 0
         var coverage = Coverage()
-        for offset in 0..<Self.count {
+        for offset in offsets {
             let scenario = SkipScenario(seed: Self.baseSeed &+ UInt64(offset))
             let problems = await check(scenario, coverage: &coverage)
             if !problems.isEmpty {
@@ -664,14 +701,7 @@ struct SkipRun: Equatable {
                 if failures >= 3 { break }
             }
         }
-        #expect(failures == 0)
-        if Self.count >= 20 && failures == 0 {
-            // The generator reaches what the claim is about: plans were derived, and
-            // requests succeeded, failed, retried, were rejected by validate and answered by intercept.
-            #expect(coverage.derivedPlans > 0, "no plan was derived: \(coverage)")
-            #expect(coverage.successes > 0 && coverage.failures > 0 && coverage.retried > 0, "\(coverage)")
-            #expect(coverage.validateThrew > 0 && coverage.interceptAnswered > 0, "\(coverage)")
-        }
+        return (failures, coverage)
     }
 
     /// Runs every request of the scenario both ways; returns what differed.

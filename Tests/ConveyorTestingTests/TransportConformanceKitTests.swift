@@ -22,21 +22,24 @@ import Testing
 
     @Test func aTransportThatCutsLargeBodiesShortFails() async {
         // 16 MiB bodies in this process: not while a test measures its memory.
-        await MemoryGate.shared.acquire()
-        let outcome = await TransportConformance.run(.largeResponse, on: HalvingTransport(inner: Self.healthy), options: Self.options)
-        await MemoryGate.shared.release()
+        let outcome = await MemoryGate.withTurn {
+            await TransportConformance.run(
+                .largeResponse, on: HalvingTransport(inner: Self.healthy), options: Self.options)
+        }
         let message = failure(outcome)
         #expect(message?.contains("8388608 of 16777216 bytes came back") == true, "\(outcome)")
         #expect(!outcome.isConforming)
     }
 
     @Test func aTransportThatTurnsAConnectionClosedMidBodyIntoSuccessFails() async {
-        let outcome = await TransportConformance.run(.closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy), options: Self.options)
+        let outcome = await TransportConformance.run(
+            .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy), options: Self.options)
         #expect(failure(outcome)?.contains("a truncated body must be an error") == true, "\(outcome)")
     }
 
     @Test func aTransportThatForwardsCredentialsAcrossOriginsFailsWithoutPrintingThem() async {
-        let outcome = await TransportConformance.run(.crossOriginRedirect, on: ForwardingTransport(), options: Self.options)
+        let outcome = await TransportConformance.run(
+            .crossOriginRedirect, on: ForwardingTransport(), options: Self.options)
         let message = failure(outcome) ?? ""
         #expect(
             message.contains("forwarded Authorization, Cookie, X-API-Key, X-Conformance-Credential"), "\(outcome)")
@@ -52,7 +55,8 @@ import Testing
     }
 
     @Test func aTransportThatLetsARedirectTargetSetCookiesFails() async {
-        let outcome = await TransportConformance.run(.crossOriginRedirect, on: CookiePassingTransport(), options: Self.options)
+        let outcome = await TransportConformance.run(
+            .crossOriginRedirect, on: CookiePassingTransport(), options: Self.options)
         #expect(failure(outcome)?.contains("delivered the other origin's Set-Cookie") == true, "\(outcome)")
     }
 
@@ -85,9 +89,9 @@ import Testing
 
     /// In process: URLSession would end the process on the half-sent response (Linux).
     @Test func runAllReportsEveryCheckInOrder() async {
-        await MemoryGate.shared.acquire()  // the kit's server writes its large bodies in this process
-        let outcomes = await TransportConformance.runAll(on: RefusingTransport(), options: Self.options)
-        await MemoryGate.shared.release()
+        let outcomes = await MemoryGate.withTurn {  // the kit's server writes its large bodies in this process
+            await TransportConformance.runAll(on: RefusingTransport(), options: Self.options)
+        }
         #expect(outcomes.map(\.check) == TransportConformance.Check.allCases)
         #expect(outcomes.first { $0.check == .connectionRefused }?.isConforming == true)
         #expect(outcomes.first { $0.check == .halfSentResponse }?.isConforming == true)
@@ -100,7 +104,8 @@ import Testing
         async throws -> TransportConformance.Outcome
     {
         let child = try #require(BuiltExecutable.url("conformance-child"))
-        let options = TransportConformance.Options(hangLimit: kitHangLimit, knownIssues: issue.map { [check: $0] } ?? [:])
+        let options = TransportConformance.Options(
+            hangLimit: kitHangLimit, knownIssues: issue.map { [check: $0] } ?? [:])
         return await TransportConformance.runInChildProcess(
             check, executable: child, arguments: [transport], options: options)
     }
@@ -141,12 +146,14 @@ import Testing
 
     /// A mark that names its failure excuses that failure and no other.
     @Test func aKnownIssueWithAFailureTextExcusesOnlyThatFailure() async {
-        let matching = TransportConformance.KnownIssue(reason: "swallows errors", reference: "test#5", failure: "truncated body")
+        let matching = TransportConformance.KnownIssue(
+            reason: "swallows errors", reference: "test#5", failure: "truncated body")
         let shows = await TransportConformance.run(
             .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy),
             options: .init(hangLimit: kitHangLimit, knownIssues: [.closeMidBody: matching]))
         #expect(shows.isConforming, "\(shows)")
-        let other = TransportConformance.KnownIssue(reason: "swallows errors", reference: "test#6", failure: "a different failure")
+        let other = TransportConformance.KnownIssue(
+            reason: "swallows errors", reference: "test#6", failure: "a different failure")
         let mismatch = await TransportConformance.run(
             .closeMidBody, on: ErrorSwallowingTransport(inner: Self.healthy),
             options: .init(hangLimit: kitHangLimit, knownIssues: [.closeMidBody: other]))
@@ -262,18 +269,18 @@ struct BufferingStreamingTransport: StreamingHTTPTransport {
 
 extension TransportConformanceKitTests {
     @Test func aTransportThatClaimsToStreamButCollectsBodiesFails() async {
-        await MemoryGate.shared.acquire()
-        let outcome = await TransportConformance.run(
-            .streamedTransfers, on: BufferingStreamingTransport(inner: Self.healthy), options: Self.options)
-        await MemoryGate.shared.release()
+        let outcome = await MemoryGate.withTurn {
+            await TransportConformance.run(
+                .streamedTransfers, on: BufferingStreamingTransport(inner: Self.healthy), options: Self.options)
+        }
         #expect(
             failure(outcome)?.contains("the body was not handed to the transfer as it arrived") == true, "\(outcome)")
     }
 
     @Test func aStreamingTransportStreamsBothWaysInTheKit() async {
-        await MemoryGate.shared.acquire()
-        let outcome = await TransportConformance.run(.streamedTransfers, on: Self.healthy, options: Self.options)
-        await MemoryGate.shared.release()
+        let outcome = await MemoryGate.withTurn {
+            await TransportConformance.run(.streamedTransfers, on: Self.healthy, options: Self.options)
+        }
         #expect(outcome.status == .passed, "\(outcome)")
         // In this process the memory is not the check's to measure: it says so.
         #expect(outcome.detail?.contains("memory not measured") == true, "\(outcome)")
@@ -284,7 +291,8 @@ extension TransportConformanceKitTests {
     /// A transport that collects bodies instead of handing them to the transfer gives an event
     /// stream nothing to parse: the kit must say so rather than pass an empty stream.
     @Test func aTransportThatBuffersEventStreamsFailsAndAStreamingOnePasses() async {
-        let buffering = await TransportConformance.run(.eventStreamReconnect, on: BufferingStreamingTransport(inner: Self.healthy), options: Self.options)
+        let buffering = await TransportConformance.run(
+            .eventStreamReconnect, on: BufferingStreamingTransport(inner: Self.healthy), options: Self.options)
         #expect(failure(buffering)?.contains("the events were []") == true, "\(buffering)")
         let healthy = await TransportConformance.run(.eventStreamReconnect, on: Self.healthy, options: Self.options)
         #expect(healthy.status == .passed, "\(healthy)")
@@ -332,11 +340,12 @@ struct FormLabellingTransport: HTTPTransport {
 
 extension TransportConformanceKitTests {
     @Test func aTransportThatMakesUpAContentTypeFails() async {
-        await MemoryGate.shared.acquire()  // the check's 8 MB body
-        let outcome = await TransportConformance.run(
-            .requestBodies, on: FormLabellingTransport(inner: Self.healthy), options: Self.options)
-        let healthy = await TransportConformance.run(.requestBodies, on: Self.healthy, options: Self.options)
-        await MemoryGate.shared.release()
+        let (outcome, healthy) = await MemoryGate.withTurn {  // the check's 8 MB body
+            let outcome = await TransportConformance.run(
+                .requestBodies, on: FormLabellingTransport(inner: Self.healthy), options: Self.options)
+            let healthy = await TransportConformance.run(.requestBodies, on: Self.healthy, options: Self.options)
+            return (outcome, healthy)
+        }
         #expect(
             failure(outcome)?.contains(
                 "with a body and no Content-Type: arrived with Content-Type application/x-www-form-urlencoded") == true,
@@ -371,11 +380,12 @@ struct VerbatimFramingTransport: HTTPTransport {
 
 extension TransportConformanceKitTests {
     @Test func aTransportThatSendsARequestsOwnWrongLengthFails() async {
-        await MemoryGate.shared.acquire()  // the check's 8 MB body
-        let outcome = await TransportConformance.run(
-            .requestBodies, on: VerbatimFramingTransport(), options: Self.options)
-        let healthy = await TransportConformance.run(.requestBodies, on: Self.healthy, options: Self.options)
-        await MemoryGate.shared.release()
+        let (outcome, healthy) = await MemoryGate.withTurn {  // the check's 8 MB body
+            let outcome = await TransportConformance.run(
+                .requestBodies, on: VerbatimFramingTransport(), options: Self.options)
+            let healthy = await TransportConformance.run(.requestBodies, on: Self.healthy, options: Self.options)
+            return (outcome, healthy)
+        }
         #expect(failure(outcome)?.contains("the server read 3 of its 10 bytes as the body") == true, "\(outcome)")
         #expect(healthy.status == .passed, "\(healthy)")
         #expect(healthy.detail?.contains("disagrees with its body: refused") == true, "\(healthy)")

@@ -10,9 +10,8 @@ import Testing
 /// (DelegateQueue now stops holding the work queue back while a cancel is in progress).
 @Suite struct ConcurrentLimitTests {
     @Test func eightResponsesOverTheirLimitAtOnceAllEndAsTooLarge() async throws {
-        await MemoryGate.shared.acquire()
         do {
-            try await LocalServer.withServer { server in
+            try await LocalServer.withServerInMemoryTurn { server in
                 // A 10 s timeout: a stalled cancel shows as `.timedOut` instead of `.responseTooLarge`.
                 let client = NetworkClient(
                     baseURL: server.baseURL, transport: URLSessionTransport(),
@@ -37,6 +36,5 @@ import Testing
         } catch {
             Issue.record(error)
         }
-        await MemoryGate.shared.release()
     }
 }

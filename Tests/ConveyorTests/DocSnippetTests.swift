@@ -280,12 +280,6 @@ enum DocCitations {
         try documents(in: root).reduce(0) { $0 + $1.text.matches(of: test).count }
     }
 
-    /// What `text` (the document `name`) names that `tests` (file contents by path) and
-    /// `exists` (a repository path) do not have.
-    static func problems(in text: String, named name: String, tests: [String: String], exists: (String) -> Bool) -> [String] {
-        problems(in: text, named: name, declarations: TestDeclarations(tests), exists: exists)
-    }
-
     /// Whether `functions` has `name`, or for `name…` a function that begins with `name`.
     static func declares(_ functions: Set<String>, _ name: String) -> Bool {
         guard name.hasSuffix("…") else { return functions.contains(name) }
@@ -293,6 +287,8 @@ enum DocCitations {
         return functions.contains { $0.hasPrefix(prefix) }
     }
 
+    /// What `text` (the document `name`) cites that `declarations` (the test suites and their
+    /// tests) and `exists` (a repository path) do not have.
     static func problems(in text: String, named name: String, declarations: TestDeclarations, exists: (String) -> Bool) -> [String] {
         var problems: [String] = []
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) where line.contains("Tests") {

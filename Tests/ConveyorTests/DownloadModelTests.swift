@@ -132,13 +132,12 @@ import Testing
         }
     }
 
-    @Test func everyDownloadIsWholeOrAbsent() async throws {
-        let scratch = try Scratch()
-        defer { scratch.remove() }
+    /// Downloads with the seeds at `offsets`, up to three calls each, stopping after five failures.
+    static func run(_ offsets: Range<Int>, in scratch: Scratch) async -> Tally {
         var failures: [String] = []
         var outcomes = (whole: 0, absent: 0)
         var kinds: [String: Int] = [:]
-        for offset in 0..<Self.count {
+        for offset in offsets {
             let seed = Self.baseSeed &+ UInt64(offset)
             // Chosen by index, not drawn, so the other seeds' servers are those of before.
             let server = Server(seed: seed, coded: offset % 5 == 3)
@@ -177,6 +176,37 @@ import Testing
             for (kind, count) in server.state.withLock({ $0.kinds }) { kinds[kind, default: 0] += count }
             if failures.count >= 5 { break }
         }
+        return Tally(failures: failures, outcomes: outcomes, kinds: kinds)
+    }
+
+    /// What a run of seeds found: failures, how many calls left a whole file or none, and what
+    /// the servers served.
+    struct Tally: Sendable {
+        var failures: [String] = []
+        var outcomes = (whole: 0, absent: 0)
+        var kinds: [String: Int] = [:]
+    }
+
+    /// The seeds run in four shards side by side (in one sequence, this test was among the last to
+    /// end in every `swift test` run); failures and what ran are counted over all of them.
+    static let shards = 4
+
+    @Test func everyDownloadIsWholeOrAbsent() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let size = (Self.count + Self.shards - 1) / Self.shards
+        let tally = await withTaskGroup(of: Tally.self) { group in
+            for shard in 0..<Self.shards {
+                group.addTask { await Self.run(min(Self.count, shard * size)..<min(Self.count, (shard + 1) * size), in: scratch) }
+            }
+            return await group.reduce(into: Tally()) { total, shard in
+                total.failures += shard.failures
+                total.outcomes.whole += shard.outcomes.whole
+                total.outcomes.absent += shard.outcomes.absent
+                total.kinds.merge(shard.kinds, uniquingKeysWith: +)
+            }
+        }
+        let (failures, outcomes, kinds) = (tally.failures, tally.outcomes, tally.kinds)
         #expect(failures.isEmpty, "replay with CONVEYOR_DOWNLOAD_SEED=<seed> CONVEYOR_DOWNLOAD_COUNT=1:\n\(failures.joined(separator: "\n"))")
         // Count what ran: every misbehavior was served, and both outcomes happened.
         if Self.count >= 1000 {

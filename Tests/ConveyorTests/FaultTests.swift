@@ -101,18 +101,16 @@ enum ResourceUsage {
     /// that no other test moves large bodies meanwhile.
     /// - Returns: What `body` returned, the resident memory before it, and the peak seen, in MB.
     static func peakResidentMB<T>(during body: () async throws -> T) async rethrows -> (T, before: Int, peak: Int) {
-        await MemoryGate.shared.acquire()
-        let before = residentMB()
-        let peak = PeakSampler()
-        do {
-            let value = try await body()
-            let highest = peak.stop()
-            await MemoryGate.shared.release()
-            return (value, before, highest)
-        } catch {
-            peak.stop()
-            await MemoryGate.shared.release()
-            throw error
+        try await MemoryGate.withTurn {
+            let before = residentMB()
+            let peak = PeakSampler()
+            do {
+                let value = try await body()
+                return (value, before, peak.stop())
+            } catch {
+                peak.stop()
+                throw error
+            }
         }
     }
 
@@ -178,7 +176,8 @@ final class PeakSampler: Sendable {
     }
 
     @Test func aThousandSequentialRequestsLeakNoConnectionsOrMemory() async throws {
-        try await LocalServer.withServer { server in
+        // The process's memory: not while another test moves large bodies.
+        try await LocalServer.withServerInMemoryTurn { server in
             let client = client(server)
             try await client.send(Request<Void>(path: "/empty"))  // warm up: connection, caches
             let (rssBefore, fdsBefore) = (ResourceUsage.liveResidentMB(), ResourceUsage.openDescriptors())
@@ -186,8 +185,8 @@ final class PeakSampler: Sendable {
                 let data = try await client.send(Request<Data>(path: "/bytes", query: ["count": 1024, "n": index]))
                 #expect(data.count == 1024)
             }
-            let connections = ResourceUsage.connections(toPort: server.port)
             let (rssAfter, fdsAfter) = (ResourceUsage.liveResidentMB(), ResourceUsage.openDescriptors())
+            let connections = ResourceUsage.connections(toPort: server.port)
             print(
                 "RESOURCES 1000 sequential requests: open connections to the server \(connections), "
                     + "process fds \(fdsBefore) -> \(fdsAfter), RSS \(rssBefore) MB -> \(rssAfter) MB")
@@ -202,28 +201,21 @@ final class PeakSampler: Sendable {
 
     @Test func aFiftyMegabyteBodyArrivesIntact() async throws {
         // 50 MB in this process (and its copies): not while another test measures its memory.
-        await MemoryGate.shared.acquire()
-        do {
-            try await LocalServer.withServer { server in
-                let count = 50_000_000
-                let data = try await client(server).send(
-                    Request<Data>(path: "/bytes", query: ["count": count], timeout: .seconds(60)))
-                #expect(data.count == count)
-                #expect(data.prefix(3) == Data([0, 1, 2]) && data.last == UInt8((count - 1) % 256))
-                print("RESOURCES 50 MB body: RSS \(ResourceUsage.residentMB()) MB after the request")
-            }
-        } catch {
-            await MemoryGate.shared.release()
-            throw error
+        try await LocalServer.withServerInMemoryTurn { server in
+            let count = 50_000_000
+            let data = try await client(server).send(
+                Request<Data>(path: "/bytes", query: ["count": count], timeout: .seconds(60)))
+            #expect(data.count == count)
+            #expect(data.prefix(3) == Data([0, 1, 2]) && data.last == UInt8((count - 1) % 256))
+            print("RESOURCES 50 MB body: RSS \(ResourceUsage.residentMB()) MB after the request")
         }
-        await MemoryGate.shared.release()
     }
 
     /// A server that would send 1 GiB, plain or as a 1 MB gzip that inflates to 1 GiB: the
     /// transfer stops at the limit with `.responseTooLarge`, and memory stays far below 1 GiB.
     @Test(arguments: ["/stream", "/gzipbomb"])
     func aGigabyteResponseStopsAtTheLimit(path: String) async throws {
-        try await LocalServer.withServer { server in
+        try await LocalServer.withServerInMemoryTurn { server in
             let limit = 8 * 1024 * 1024
             let client = NetworkClient(
                 baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral),
@@ -246,7 +238,7 @@ final class PeakSampler: Sendable {
 
     /// With the default configuration (64 MiB), a 1 GiB body fails the same way.
     @Test func theDefaultLimitStopsAGigabyteBody() async throws {
-        try await LocalServer.withServer { server in
+        try await LocalServer.withServerInMemoryTurn { server in
             let client = client(server)
             #expect(client.configuration.maxResponseSize == 64 * 1024 * 1024)
             let (outcome, before, peak) = await ResourceUsage.peakResidentMB { () -> NetworkError? in
@@ -271,14 +263,13 @@ final class PeakSampler: Sendable {
     /// to be parsed whole (14 s and 1.5 GB).
     @Test func aLogPreviewOfAHugeBodyReadsABoundedPrefix() async throws {
         let item = #"{"id":1,"title":"Heat","token":"tok-3f9a-SECRET","tags":["a","b","c"]},"#
-        await MemoryGate.shared.acquire()  // 36 MB built here: not while another test measures
-        var json = "[" + String(repeating: item, count: 18_000_000 / item.utf8.count)
-        json.removeLast()
-        json += "]"
         let mock = MockTransport()
-        mock.enqueue(.response(status: 200, headers: ["Content-Type": "application/json"], body: Data(json.utf8)))
-        json = ""
-        await MemoryGate.shared.release()
+        await MemoryGate.withTurn {  // 36 MB built here: not while another test measures
+            var json = "[" + String(repeating: item, count: 18_000_000 / item.utf8.count)
+            json.removeLast()
+            json += "]"
+            mock.enqueue(.response(status: 200, headers: ["Content-Type": "application/json"], body: Data(json.utf8)))
+        }
         let sink = Lines()
         let client = NetworkClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: mock) {
             LoggingBehavior(sink: sink, bodyPreviewLimit: 64)
