@@ -169,8 +169,11 @@ final class PeakSampler: Sendable {
     }
 }
 
-/// Large bodies and long runs, one at a time so their memory figures are not mixed up.
-@Suite(.serialized) struct ResourceTests {
+/// Large bodies and long runs. Each test that measures memory or moves a large body has
+/// ``MemoryGate``'s turn while it does, so their figures are not mixed up; they wait for the turn
+/// side by side instead of one after another (as a serialized suite, they were the last tests
+/// to end in most runs).
+@Suite struct ResourceTests {
     func client(_ server: LocalServer) -> NetworkClient {
         NetworkClient(baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral))
     }

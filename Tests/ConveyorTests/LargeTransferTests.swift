@@ -28,7 +28,7 @@ import Testing
     func aDownloadStaysInBoundedMemory() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try await LocalServer.withServerInMemoryTurn { server in
+        try await LocalServer.withServer { server in
             let destination = scratch.file("quarter.bin")
             let (_, before, peak) = try await ResourceUsage.peakResidentMB {
                 try await client(server).download(Request<Data>(path: "/stream", query: ["bytes": 256 << 20]), to: destination)
@@ -48,7 +48,7 @@ import Testing
     /// hashing every byte four times: 6 s of CPU the rest of the suite waited for.)
     @Test(.enabled(if: assertsMemory, "measures memory: Linux, not under the thread sanitizer"))
     func aSlowReaderHoldsTheTransferBack() async throws {
-        try await LocalServer.withServerInMemoryTurn { server in
+        try await LocalServer.withServer { server in
             let total = 192 << 20
             let transport = URLSessionTransport(configuration: .ephemeral)
             let (read, before, peak) = try await ResourceUsage.peakResidentMB { () async throws -> Int in
