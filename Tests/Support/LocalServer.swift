@@ -237,49 +237,25 @@ extension LocalServer {
 
 /// How many tests use the loopback servers at once. On Linux, FoundationNetworking spins a core
 /// while a request waits on a connection it has just opened (Docs/Reliability.md), and the
-/// more tests wait at once, the longer each waits and spins: with every test let in at once, the
-/// whole run took 62–67 s of wall time and 103 s of CPU (36 s of it in the kernel); with four
-/// at a time, 52 s and 87 s. A test inside (or one that has ``MemoryGate``'s turn) starts more
-/// servers without waiting, so no test waits for a place held by a test that waits for it.
+/// more tests wait at once, the longer each waits and spins: with every test let in at once, a
+/// run took 62–67 s and 103–108 s of CPU (36 s of it in the kernel); with four at a time (and
+/// the long generated runs in shards), a median of 57 s (Docs/Decisions.md). A test inside, or
+/// one that has ``MemoryGate``'s turn, starts more servers without waiting, so no test waits for
+/// a place held by a test that waits for it.
 enum ServerGate {
     /// The number of places. `CONVEYOR_TEST_SERVER_PLACES` overrides it (at least 1).
-    static let limit = max(1, ProcessInfo.processInfo.environment["CONVEYOR_TEST_SERVER_PLACES"].flatMap(Int.init) ?? 4)
+    static let limit = ProcessInfo.processInfo.environment["CONVEYOR_TEST_SERVER_PLACES"].flatMap(Int.init) ?? 4
 
     /// Whether the current task holds a place.
     @TaskLocal static var holdsPlace = false
 
-    private static let places = Places()
+    private static let places = Places(limit)
 
     /// Runs `body` in a place: at once if the task holds one or has the memory turn, else once
     /// one is free.
     static func withPlace<T>(_ body: () async throws -> T) async throws -> T {
         if holdsPlace || MemoryGate.hasTurn { return try await body() }
-        await places.enter()
-        do {
-            let value = try await $holdsPlace.withValue(true) { try await body() }
-            await places.leave()
-            return value
-        } catch {
-            await places.leave()
-            throw error
-        }
-    }
-
-    private actor Places {
-        private var taken = 0
-        private var waiting: [CheckedContinuation<Void, Never>] = []
-
-        func enter() async {
-            guard taken >= ServerGate.limit else {
-                taken += 1
-                return
-            }
-            await withCheckedContinuation { waiting.append($0) }
-        }
-
-        func leave() {
-            if waiting.isEmpty { taken -= 1 } else { waiting.removeFirst().resume() }
-        }
+        return try await places.inside { try await $holdsPlace.withValue(true) { try await body() } }
     }
 }
 

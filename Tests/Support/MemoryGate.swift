@@ -10,45 +10,55 @@
 ///
 /// A test that has the turn starts its servers without waiting for `ServerGate`: a test that
 /// holds a server and waits for the turn must never wait for the holder of the turn.
-public actor MemoryGate {
-    /// The one gate of the test process.
-    static let shared = MemoryGate()
+public enum MemoryGate {
+    /// The one turn of the test process.
+    private static let turn = Places(1)
 
     /// Whether the current task (or the task it belongs to) has the turn.
     @TaskLocal static var hasTurn = false
-
-    private var held = false
-    private var waiting: [CheckedContinuation<Void, Never>] = []
 
     /// Runs `body` once no other test has the turn, and gives the turn to the next waiter after.
     /// - Parameter body: The measuring or transferring code.
     /// - Returns: What `body` returns.
     public static func withTurn<T>(_ body: () async throws -> T) async rethrows -> T {
         if hasTurn { return try await body() }
-        await shared.acquire()
+        return try await turn.inside { try await $hasTurn.withValue(true) { try await body() } }
+    }
+}
+
+/// A number of places that tasks wait for in the order they came.
+actor Places {
+    private let count: Int
+    private var taken = 0
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    /// - Parameter count: How many tasks may be inside at once (at least 1).
+    init(_ count: Int) { self.count = max(1, count) }
+
+    /// Runs `body` once a place is free, and frees it after.
+    /// - Parameter body: The code to run in the place.
+    /// - Returns: What `body` returns.
+    nonisolated func inside<T>(_ body: () async throws -> T) async rethrows -> T {
+        await enter()
         do {
-            let value = try await $hasTurn.withValue(true) { try await body() }
-            await shared.release()
+            let value = try await body()
+            await leave()
             return value
         } catch {
-            await shared.release()
+            await leave()
             throw error
         }
     }
 
-    private func acquire() async {
-        guard held else {
-            held = true
+    private func enter() async {
+        guard taken >= count else {
+            taken += 1
             return
         }
         await withCheckedContinuation { waiting.append($0) }
     }
 
-    private func release() {
-        if waiting.isEmpty {
-            held = false
-        } else {
-            waiting.removeFirst().resume()
-        }
+    private func leave() {
+        if waiting.isEmpty { taken -= 1 } else { waiting.removeFirst().resume() }
     }
 }
