@@ -129,7 +129,11 @@ for (name, raw, conveyor) in [("URLSession", raw, conveyor), ("AsyncHTTPClient",
                     median(conveyorRates), 100 * mid, 100 * low, 100 * high))
     }
 }
-try await http.shutdown()
+try await shutDown(http)
+
+/// Shuts the client down the `async` way (at top level, `http.shutdown()` picks the overload that
+/// returns a future and waits for nothing).
+func shutDown(_ client: HTTPClient) async throws { try await client.shutdown() }
 
 /// Decodes any JSON scalar, so both paths do the same decoding work.
 enum AnyCodableValue: Codable, Sendable {
