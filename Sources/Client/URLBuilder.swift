@@ -12,7 +12,8 @@ enum URLBuilder {
     ///   - base: The client's base URL as a string, without a trailing slash; already validated.
     ///   - baseProblem: Why the base URL cannot make request URLs, if it can't; only relative
     ///     paths fail with it.
-    ///   - path: The request's path, or an absolute `http(s)` URL.
+    ///   - path: The request's path, or an absolute `http(s)` URL. In a relative path `#` is data
+    ///     (encoded as `%23`: `/files/report #1.pdf`); an absolute URL's fragment is dropped.
     ///   - absolute: Whether `path` is an absolute URL (``isAbsolute(_:)``).
     ///   - query: Parameters to append.
     ///   - cache: The client's URLs for relative paths.
@@ -20,7 +21,10 @@ enum URLBuilder {
         base: String, baseProblem: String?, path: String, absolute: Bool, query: QueryParameters, cache: PathURLCache
     ) throws(NetworkError) -> URL {
         if absolute {
-            let url = try parse(encodePath(path), query: query.isEmpty ? "" : query.encoded, path: path)
+            // A fragment is never sent (RFC 9110 §4.2.4): cut at the first `#`, never encoded into
+            // the path, where it would reach the server (and the logs) as `%23access_token=…`.
+            let sent = path.utf8.firstIndex(of: UInt8(ascii: "#")).map { String(path[..<$0]) } ?? path
+            let url = try parse(encodePath(sent), query: query.isEmpty ? "" : query.encoded, path: sent)
             // The base URL was checked when the client was made; an absolute path needs its own check.
             guard url.host != nil else { throw .invalidRequest("the absolute URL has no host") }
             return url

@@ -18,11 +18,11 @@ public import Foundation
 /// `API-Key`, `X-Auth-Token`, `X-Access-Token`, `X-CSRF-Token`, `X-XSRF-Token`,
 /// `X-Amz-Security-Token`. Names compare case-insensitively.
 ///
-/// A name is also a credential **by meaning**: when, lowercased and without `-`, `_` and `.`, it
-/// contains `token`, `auth`, `secret`, `session`, `cookie`, `password`, `passwd`, `signature`,
-/// `credential`, `apikey`, `accesskey`, `privatekey`, `csrf` or `xsrf` (`X-Tenant-Token`,
-/// `X-Goog-Api-Key`, `Session-Id`), so a credential header no one registered is still stripped on a
-/// cross-origin redirect, redacted, and part of the cache's and de-duplication's identity.
+/// A name is also a credential **by meaning**, by the one rule over the words of a name that
+/// also decides which body fields and query items are secrets (`X-Tenant-Token`,
+/// `X-Goog-Api-Key`, `Session-Id`, `X-Functions-Key`; not `Idempotency-Key` or `Sec-WebSocket-Key`):
+/// a credential header no one registered is still stripped on a cross-origin redirect, redacted,
+/// and part of the cache's and de-duplication's identity. The Reliability guide lists the rule.
 ///
 /// ``HTTPHeaders`` rendered on their own (`print(request.headers)`) know no client: they hide the
 /// built-in names and the names that mean a credential, not a client's additions. Render the
@@ -71,69 +71,9 @@ public struct SensitiveHeaders: Sendable, Hashable {
         return added.contains(where: { HTTPHeaders.namesEqual($0, name) })
     }
 
-    /// The words that make a header name a credential, lowercased, without separators.
-    private static let credentialWords: [[UInt8]] = [
-        "token", "auth", "secret", "session", "cookie", "password", "passwd", "signature", "credential", "apikey",
-        "accesskey", "privatekey", "csrf", "xsrf",
-    ].map { Array($0.utf8) }
-
-    /// ``credentialWords`` by their first byte: 256 lists, most of them empty.
-    private static let wordsByFirstLetter: [[[UInt8]]] = (0..<256).map { byte in
-        credentialWords.filter { $0[0] == UInt8(byte) }
-    }
-
-    /// The letters of each of ``credentialWords``, one bit per letter `a`–`z`.
-    private static let wordLetterMasks: [UInt32] = credentialWords.map(letterMask)
-
-    /// One bit per lowercase letter `a`–`z` that `bytes` contain.
-    private static func letterMask(_ bytes: some Sequence<UInt8>) -> UInt32 {
-        var mask: UInt32 = 0
-        for byte in bytes where byte &- UInt8(ascii: "a") < 26 { mask |= 1 << UInt32(byte &- UInt8(ascii: "a")) }
-        return mask
-    }
-
-    /// Whether a name holds one of ``credentialWords`` once lowercased and without `-`, `_`, `.`.
-    package static func isCredentialByMeaning(_ name: String) -> Bool {
-        let count = name.utf8.count
-        guard count >= 4 else { return false }
-        // Most names (Content-Type, Date) lack a letter of every word: told apart in one pass over
-        // the bytes in place, before any folding.
-        let mayHoldAWord = name.utf8.withContiguousStorageIfAvailable { bytes in
-            var letters: UInt32 = 0
-            for byte in bytes {
-                // `| 0x20` lowercases a letter and turns no other byte into one.
-                let letter = (byte | 0x20) &- UInt8(ascii: "a")
-                if letter < 26 { letters |= 1 << UInt32(letter) }
-            }
-            return wordLetterMasks.contains { $0 & letters == $0 }
-        }
-        if mayHoldAWord == false { return false }
-        // Folded on the stack (a name is short): this runs for every header a redaction or a
-        // check sees, and a heap buffer would cost a malloc each time.
-        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { buffer in
-            var length = 0
-            for byte in name.utf8 {
-                switch byte {
-                case UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."): continue
-                case UInt8(ascii: "A")...UInt8(ascii: "Z"): buffer[length] = byte + 32
-                default: buffer[length] = byte
-                }
-                length += 1
-            }
-            guard length >= 4 else { return false }
-            let folded = UnsafeBufferPointer(rebasing: buffer[..<length])
-            // Most names (Content-Type, Date) lack a letter of every word: no search then.
-            let letters = letterMask(folded)
-            guard wordLetterMasks.contains(where: { $0 & letters == $0 }) else { return false }
-            // Every word starts with one of a few letters: look only where one of them is.
-            for start in 0..<length - 3 {
-                for word in wordsByFirstLetter[Int(folded[start])] where start + word.count <= length {
-                    if folded[start..<start + word.count].elementsEqual(word) { return true }
-                }
-            }
-            return false
-        }
-    }
+    /// Whether a name means a credential by the one rule that every place uses
+    /// (``SecretName``): header names, body fields, query items, HAR files and logs.
+    package static func isCredentialByMeaning(_ name: String) -> Bool { SecretName.isSecret(name) }
 }
 
 /// The scheme, host and port of a URL: what a credential is scoped to (RFC 6454).

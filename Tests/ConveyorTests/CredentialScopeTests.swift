@@ -95,31 +95,31 @@ import Testing
     /// every request (to strip it on a cross-origin redirect), the request's renderings hide it,
     /// and another client, which did not add it, is unchanged (no process-wide list).
     @Test func aUserCanAddASensitiveNameToOneClient() async throws {
-        #expect(!SensitiveHeaders.standard.contains("X-Invented-Pass"))
+        #expect(!SensitiveHeaders.standard.contains("X-Invented-Name"))
         let mock = MockTransport()
         mock.stub(nil, "/x", reply: .status(200))
         let base = URL(string: "https://api.test")!
         let added = NetworkClient(
-            baseURL: base, transport: mock, configuration: .init(sensitiveHeaders: .standard.adding(["x-invented-pass"])))
+            baseURL: base, transport: mock, configuration: .init(sensitiveHeaders: .standard.adding(["x-invented-name"])))
         let plain = NetworkClient(baseURL: base, transport: mock)
-        let request = Request<Void>(path: "/x", headers: ["X-Invented-Pass": "hunter2-SECRET", "Accept": "*/*"])
+        let request = Request<Void>(path: "/x", headers: ["X-Invented-Name": "hunter2-SECRET", "Accept": "*/*"])
         try await added.send(request)
         try await plain.send(request)
         let (fromAdded, fromPlain) = (mock.requests[0], mock.requests[1])
-        #expect(fromAdded.sensitiveHeaders.contains("X-Invented-Pass"))
-        #expect(!fromPlain.sensitiveHeaders.contains("X-Invented-Pass"))
+        #expect(fromAdded.sensitiveHeaders.contains("X-Invented-Name"))
+        #expect(!fromPlain.sensitiveHeaders.contains("X-Invented-Name"))
         var dumped = ""
         dump(fromAdded, to: &dumped)
         #expect(!dumped.contains("hunter2") && dumped.contains("*/*"))
         #expect(!fromAdded.curlCommand().contains("hunter2"))
         // A behavior that declares a name makes it sensitive for its client alone, too.
         let declaring = NetworkClient(baseURL: base, transport: mock) {
-            HeadersBehavior(["X-Other-Pass": "p4ss-SECRET"], sensitive: ["X-Other-Pass"])
+            HeadersBehavior(["X-Other-Name": "p4ss-SECRET"], sensitive: ["X-Other-Name"])
         }
         try await declaring.send(Request<Void>(path: "/x"))
-        #expect(mock.requests[2].sensitiveHeaders.contains("X-Other-Pass"))
+        #expect(mock.requests[2].sensitiveHeaders.contains("X-Other-Name"))
         try await plain.send(Request<Void>(path: "/x"))
-        #expect(!mock.requests[3].sensitiveHeaders.contains("X-Other-Pass"))
+        #expect(!mock.requests[3].sensitiveHeaders.contains("X-Other-Name"))
     }
 
     @Test func originsCompareSchemeHostAndDefaultPort() throws {

@@ -1,6 +1,11 @@
+import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 @Suite struct RequestBuildingTests {
     let client = NetworkClient(baseURL: URL(string: "http://127.0.0.1:8080/api/v1/")!, transport: MockTransport())
@@ -71,5 +76,37 @@ import Testing
         #expect(throws: NetworkError.self) { try broken.makeHTTPRequest(Request<Data>(path: "/movies")) }
         let url = try broken.makeHTTPRequest(Request<Data>(path: "http://127.0.0.1:9/next")).url
         #expect(url.absoluteString == "http://127.0.0.1:9/next")
+    }
+}
+
+/// A fragment is never sent and never logged (contract rule 12): the OAuth implicit flow's
+/// `#access_token=…` on an absolute URL. Before, the fragment was percent-encoded into the path
+/// (`/echo%23access_token=…`): the server received the token and the log line showed it.
+@Suite struct FragmentNeverSentTests {
+    @Test func anAbsoluteURLsFragmentReachesNeitherTheServerNorTheLog() async throws {
+        try await LocalServer.withServer { server in
+            let sink = Lines()
+            let client = NetworkClient(baseURL: server.baseURL, transport: URLSession(configuration: .ephemeral)) {
+                LoggingBehavior(sink: sink, bodyPreviewLimit: 4096)
+            }
+            let token = "frag-tok-7731-SECRET"
+            struct Echo: Decodable { let path: String; let rawQuery: String }
+            let echo: Echo = try await client.send(
+                Request(path: server.baseURL.absoluteString + "/echo?page=2#access_token=\(token)&state=s"))
+            #expect(echo.path == "/echo")
+            #expect(echo.rawQuery == "page=2")
+            let lines = sink.lines.withLock { $0 }
+            #expect(!lines.isEmpty)
+            for line in lines { #expect(!line.contains(token) && !line.contains("%23"), "\(line)") }
+        }
+    }
+
+    @Test func aRelativePathKeepsItsHashAsData() throws {
+        let client = NetworkClient(baseURL: URL(string: "http://127.0.0.1:8080/api")!)
+        let url = try client.makeHTTPRequest(Request<Data>(path: "/tags/C#")).url
+        #expect(url.absoluteString == "http://127.0.0.1:8080/api/tags/C%23")
+        let absolute = try client.makeHTTPRequest(Request<Data>(path: "http://127.0.0.1:9/cb?x=1#access_token=t")).url
+        #expect(absolute.absoluteString == "http://127.0.0.1:9/cb?x=1")
+        #expect(absolute.fragment == nil)
     }
 }

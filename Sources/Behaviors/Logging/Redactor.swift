@@ -1,72 +1,50 @@
 public import ConveyorPipeline
 public import Foundation
 
-/// Hides secrets in what ``LoggingBehavior`` writes: credential headers, configured headers,
-/// and configured query items and form/JSON body fields, each shown as `***`.
+/// Hides secrets in what ``LoggingBehavior`` writes (and `curlCommand()`, HAR files): the
+/// values of headers, query items, URL fragment items, form fields and JSON keys whose names
+/// mean a secret, each shown as `***`.
 ///
-/// Names are compared by meaning, not spelling: case and the separators `_`, `-`, `.` and space
-/// are ignored, so `access_token`, `accessToken`, `Access-Token` and `ACCESS_TOKEN` are one
-/// name. What you configure is added to the defaults; ``replacing(headers:fields:)`` replaces them.
+/// Which names mean a secret is one rule over the words of a name, the same for headers,
+/// fields, query items and nested keys (`user[password]`), in any spelling (`api_token`,
+/// `apiToken`, `X-Api-Token`): the Reliability guide lists it. What you configure here is added to
+/// the rule; nothing takes a name away from it.
 ///
 /// ```swift
-/// let redactor = Redactor(fields: ["ssn", "cardNumber"])   // the defaults, and these two
+/// let redactor = Redactor(fields: ["email", "cardNumber"])   // the rule, and these two
 /// ```
 public struct Redactor: Sendable {
-    /// Header names whose values are hidden, in addition to `Authorization`,
-    /// `Proxy-Authorization`, `Cookie`, `Set-Cookie` and every ``SensitiveHeaders`` name, which
-    /// always are.
+    /// Header names whose values are hidden besides those the rule and the request's
+    /// ``SensitiveHeaders`` already hide.
     public var headers: Set<String> { didSet { normalizedHeaders = Self.normalized(headers) } }
-    /// Query item, form field and JSON key names whose values are hidden.
+    /// Query item, form field and JSON key names whose values are hidden besides those the rule
+    /// hides. Compared by their letters and digits alone, in any case (`cardNumber` is
+    /// `card_number`).
     public var fields: Set<String> { didSet { normalizedFields = Self.normalized(fields) } }
 
     private var normalizedHeaders: Set<String>
     private var normalizedFields: Set<String>
 
-    /// Header names hidden by default, besides the credential headers.
-    public static let defaultHeaders: Set<String> = ["X-API-Key", "X-Auth-Token", "X-Session-Token", "X-CSRF-Token"]
-
-    /// Field names hidden by default (compared by meaning: `accessToken` is `access_token`).
-    public static let defaultFields: Set<String> = [
-        "access_token", "refresh_token", "id_token", "token", "auth_token", "session_token", "bearer", "jwt",
-        "api_key", "apikey", "key", "private_key", "password", "passwd", "pwd", "passphrase", "secret",
-        "client_secret", "client_assertion", "assertion", "signature", "sig", "code", "otp", "totp",
-        "one_time_password", "pin", "session", "session_id", "sid", "credential", "credentials", "authorization",
-        "cookie", "csrf_token", "xsrf_token",
-    ]
-
-    /// Creates a redactor that hides the defaults and what you add.
+    /// Creates a redactor that hides what the rule hides and the names you add.
     /// - Parameters:
-    ///   - headers: Header names to hide besides ``defaultHeaders`` and the credential headers.
-    ///   - fields: Query/form/JSON field names to hide besides ``defaultFields``.
+    ///   - headers: Header names to hide besides the rule's.
+    ///   - fields: Query/form/JSON field names to hide besides the rule's.
     public init(headers: Set<String> = [], fields: Set<String> = []) {
-        self.init(replacingHeaders: Self.defaultHeaders.union(headers), fields: Self.defaultFields.union(fields))
-    }
-
-    private init(replacingHeaders headers: Set<String>, fields: Set<String>) {
         self.headers = headers
         self.fields = fields
         self.normalizedHeaders = Self.normalized(headers)
         self.normalizedFields = Self.normalized(fields)
     }
 
-    /// A redactor that hides exactly these names (and the credential headers, which are always
-    /// hidden), without the defaults.
-    /// - Parameters:
-    ///   - headers: Header names to hide.
-    ///   - fields: Query/form/JSON field names to hide.
-    public static func replacing(headers: Set<String>, fields: Set<String>) -> Redactor {
-        Redactor(replacingHeaders: headers, fields: fields)
-    }
-
-    /// A name as compared: lowercased, without `_`, `-`, `.` and spaces.
+    /// A name as compared with the added names: its ASCII letters and digits, lowercased.
     static func normalized(_ name: String) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(name.utf8.count)
         for byte in name.utf8 {
             switch byte {
-            case UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: " "): continue
             case UInt8(ascii: "A")...UInt8(ascii: "Z"): bytes.append(byte + 32)
-            default: bytes.append(byte)
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): bytes.append(byte)
+            default: continue
             }
         }
         return String(decoding: bytes, as: UTF8.self)
@@ -80,7 +58,7 @@ public struct Redactor: Sendable {
     ///   - sensitive: The credential header names of the request's client
     ///     (``HTTPRequest/sensitiveHeaders``); the built-in ones by default.
     public func hides(header name: String, sensitive: SensitiveHeaders = .standard) -> Bool {
-        sensitive.contains(name) || normalizedHeaders.contains(Self.normalized(name))
+        sensitive.contains(name) || (!normalizedHeaders.isEmpty && normalizedHeaders.contains(Self.normalized(name)))
     }
 
     /// The header value to show.
@@ -141,9 +119,13 @@ public struct Redactor: Sendable {
     }
 
     /// Whether a query item, form field or JSON key's value must be hidden.
+    /// The same rule as headers (``SensitiveHeaders/contains(_:)``: the one secret rule and the
+    /// client's added names), and the names added here.
     func hides(field name: String, sensitive: SensitiveHeaders = .standard) -> Bool {
+        if sensitive.contains(name) { return true }
+        guard !normalizedFields.isEmpty || !normalizedHeaders.isEmpty else { return false }
         let key = Self.normalized(name)
-        return normalizedFields.contains(key) || normalizedHeaders.contains(key) || sensitive.isListed(name)
+        return normalizedFields.contains(key) || normalizedHeaders.contains(key)
     }
 
     /// How much of a body a preview reads beyond its limit, so that a secret the limit cuts is
