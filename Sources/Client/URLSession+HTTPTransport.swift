@@ -55,8 +55,19 @@ extension URLSession: HTTPTransport {
 }
 
 enum ConveyorClientSend {
+    /// The interval a `URLRequest` gets when the engine alone times the attempt (an event
+    /// stream's idle timeout, or none): ten years, far past any idle timeout, and small enough
+    /// that FoundationNetworking's conversion to milliseconds cannot overflow.
+    static let engineTimedInterval: TimeInterval = 10 * 365 * 24 * 3600
+
     /// Builds the `URLRequest` once, after every behavior has run.
-    static func urlRequest(for request: HTTPRequest) -> URLRequest {
+    /// - Parameters:
+    ///   - request: The attempt.
+    ///   - timesOutWhenIdle: Whether the engine times the attempt by an idle timeout of its own
+    ///     (``TransferHandler/timesOutWhenIdle``): then neither the request's timeout nor
+    ///     URLSession's default (60 s, which FoundationNetworking applies to a request that sets
+    ///     none) may end it.
+    static func urlRequest(for request: HTTPRequest, timesOutWhenIdle: Bool = false) -> URLRequest {
         var urlRequest = URLRequest(url: request.url)
         // GET is URLRequest's default; setting it anyway costs a case-insensitive normalization
         // of the method on Linux (thousands of instructions).
@@ -72,7 +83,9 @@ enum ConveyorClientSend {
                 urlRequest.setValue(" ", forHTTPHeaderField: "Content-Type")
             }
         #endif
-        if let timeout = request.timeout {
+        if timesOutWhenIdle {
+            urlRequest.timeoutInterval = engineTimedInterval
+        } else if let timeout = request.timeout {
             // A whole-second backstop one second longer than the client's own timeout (Linux
             // truncates sub-second intervals); clamped, so a huge timeout never overflows.
             urlRequest.timeoutInterval = timeout.clampedForConveyor.secondsValue.rounded(.up) + 1

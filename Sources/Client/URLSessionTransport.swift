@@ -144,7 +144,7 @@ public final class URLSessionTransport: StreamingHTTPTransport {
         }
         while true {
             let exchange: any TaskExchange
-            let urlRequest = ConveyorClientSend.urlRequest(for: hop)
+            let urlRequest = ConveyorClientSend.urlRequest(for: hop, timesOutWhenIdle: transfer?.timesOutWhenIdle == true)
             // A file read as a stream, with the length it must have (a new one for every hop).
             let bodyFile = uploadFile.flatMap { file in
                 hop.headers["Content-Length"].flatMap { Int64($0) }.map { UploadBodyFile(url: file, length: $0) }
@@ -414,6 +414,7 @@ final class SessionDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendab
             // The hop as the policy made it; a kept body stays where the platform put it (an
             // upload task's file or data is not in the request).
             var outgoing = ConveyorClientSend.urlRequest(for: next)
+            outgoing.timeoutInterval = request.timeoutInterval  // the first hop's: the engine's model
             if keepsBody {
                 outgoing.httpBody = request.httpBody ?? outgoing.httpBody
                 outgoing.httpBodyStream = request.httpBodyStream ?? outgoing.httpBodyStream

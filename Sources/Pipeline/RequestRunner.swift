@@ -254,11 +254,13 @@ package struct RequestRunner: Sendable {
         return await exchange(prepared, plan: plan, context: context, step: nil)
     }
 
-    /// An attempt's deadline: the request's timeout, or for an event stream its idle timeout (the
-    /// attempt lasts while bytes keep coming).
+    /// An attempt's deadline: the request's timeout, or for an event stream its idle timeout alone
+    /// (the attempt lasts while bytes keep coming; `nil` there is no limit, whatever the
+    /// request's timeout).
     @inline(never)
     static func deadline(_ timeout: Duration?, transfer: TransferHandler?, on clock: any Clock<Duration>) -> Deadline? {
-        guard let transfer, let idle = transfer.idleTimeout else { return timeout.map { Deadline(after: $0, on: clock) } }
+        guard let transfer, transfer.timesOutWhenIdle else { return timeout.map { Deadline(after: $0, on: clock) } }
+        guard let idle = transfer.idleTimeout else { return nil }
         let watched = Deadline(idle: idle, on: clock)
         transfer.watch(watched.activity)
         return watched
@@ -369,7 +371,7 @@ package struct RequestRunner: Sendable {
     /// or a streamed response the caller has already begun to read.
     static func retryForbiddenReason(_ request: HTTPRequest, context: RequestContext) -> String? {
         if let stream = request.bodyStream, stream.wasReadOnce { return HTTPBodyStream.alreadyRead }
-        return context.transfer?.retryForbiddenReason
+        return context.transfer?.retryForbiddenReason(for: request, context: context)
     }
 
     /// Calls the transport and checks the response's framing (``FramingPolicy``) and the body's size.

@@ -86,12 +86,15 @@ package protocol ResponseBodyTaker: Sendable {
     func takesBody(of head: HTTPResponse, attempt: Int) throws(NetworkError) -> Bool
     /// The next bytes of a body this taker took. Suspends while the taker cannot keep up.
     func receive(_ chunk: Data) async throws(NetworkError)
-    /// Why a failed attempt may not be sent again, or `nil` when it may.
-    var retryForbiddenReason: String? { get }
+    /// Why a failed attempt of `request` may not be sent again, or `nil` when it may.
+    func retryForbiddenReason(for request: HTTPRequest, context: RequestContext) -> String?
     /// Where a taken body's progress starts (bytes already on disk for a resumed download).
     var resumedBytes: Int64 { get }
-    /// How long an attempt may go without a byte before it times out (an event stream's idle
-    /// timeout); replaces the request's timeout. `nil` for none.
+    /// Whether the attempts are timed by ``idleTimeout`` instead of the request's timeout (an
+    /// event stream, which may last for hours while bytes keep coming).
+    var timesOutWhenIdle: Bool { get }
+    /// How long an attempt may go without a byte before it times out, when
+    /// ``timesOutWhenIdle``. `nil` for no limit.
     var idleTimeout: Duration? { get }
     /// The transport returned: the body of this attempt ended. Throws to make that a failure
     /// (an event stream the server ended must reconnect).
@@ -102,6 +105,7 @@ package protocol ResponseBodyTaker: Sendable {
 }
 
 extension ResponseBodyTaker {
+    package var timesOutWhenIdle: Bool { false }
     package var idleTimeout: Duration? { nil }
     package func bodyEnded() throws(NetworkError) {}
     package func decision(after failure: NetworkError) async -> TakerDecision? { nil }
@@ -153,8 +157,13 @@ public final class TransferHandler: Sendable {
         weak var context: RequestContext?
     }
 
-    /// The taker's idle timeout, read once.
-    package let idleTimeout: Duration?
+    /// Whether the engine times this transfer's attempts by ``idleTimeout`` alone (an event
+    /// stream): the request's `timeout` is then not the attempt's, and a transport applies
+    /// neither it nor a default of its own (FoundationNetworking's 60 s, AsyncHTTPClient's
+    /// `defaultTimeout`). The engine enforces the idle timeout on its clock for every transport.
+    public let timesOutWhenIdle: Bool
+    /// How long an attempt may go without a byte, when ``timesOutWhenIdle``; `nil` for no limit.
+    public let idleTimeout: Duration?
     /// The head of the current attempt's response, once it arrived: a failure after it keeps it.
     private let head = Locked<HTTPResponse?>(nil)
     /// The current attempt's idle deadline, pushed back by every byte.
@@ -163,7 +172,8 @@ public final class TransferHandler: Sendable {
     package init(taker: (any ResponseBodyTaker)?, observers: [@Sendable (TransferProgress, RequestContext?) -> Void]) {
         self.taker = taker
         self.observers = observers
-        self.idleTimeout = taker?.idleTimeout
+        self.timesOutWhenIdle = taker?.timesOutWhenIdle ?? false
+        self.idleTimeout = taker?.timesOutWhenIdle == true ? taker?.idleTimeout : nil
     }
 
     /// The engine made an attempt's idle deadline: bytes push it back from now on.
@@ -271,8 +281,10 @@ public final class TransferHandler: Sendable {
         report(TransferProgress(direction: .download, completedBytes: bytes, expectedBytes: expected, attempt: attempt))
     }
 
-    /// Why a failed attempt may not be sent again, or `nil` when it may.
-    package var retryForbiddenReason: String? { taker?.retryForbiddenReason }
+    /// Why a failed attempt of `request` may not be sent again, or `nil` when it may.
+    package func retryForbiddenReason(for request: HTTPRequest, context: RequestContext) -> String? {
+        taker?.retryForbiddenReason(for: request, context: context)
+    }
 
     private var context: RequestContext? { attached.withLock { $0.context } }
 

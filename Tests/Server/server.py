@@ -540,7 +540,10 @@ class Handler(BaseHTTPRequestHandler):
         `Bearer <token>2` (the old token then gets a 401: the client must refresh). `pad` adds
         that many bytes of text to each event's data (the benchmark's larger events). With
         `sticky`, like a load balancer's sticky session: every stream response sets the cookie
-        `node=a`, and a reconnect (Last-Event-ID sent) without it gets a 409."""
+        `node=a`, and a reconnect (Last-Event-ID sent) without it gets a 409. With `interval`,
+        each event is written on its own, `interval` seconds after the last (a stream that lasts
+        longer than a client's per-attempt timeout while never idle); with `done`, a last event
+        `data: [DONE]` follows."""
         count = int(arg("count", "10"))
         seed = arg("seed")
         last = self.headers.get("Last-Event-ID") or ""
@@ -563,7 +566,8 @@ class Handler(BaseHTTPRequestHandler):
         end = count if rng is None else min(count, start + rng.randrange(0, 4))
         ending = [b"\n", b"\r", b"\r\n"]
         padding = b" " + b"x" * int(arg("pad", "0")) if arg("pad") else b""
-        cached = EVENT_BODIES.get((start, count, padding)) if rng is None else None
+        interval = float(arg("interval", "0"))
+        cached = EVENT_BODIES.get((start, count, padding)) if rng is None and not interval and not arg("done") else None
         parts = [cached] if cached else [b"retry: 0\n\n: numbered events\n"]
         for number in range(start, end + 1) if not cached else ():
             line_end = ending[rng.randrange(3)] if rng else b"\n"
@@ -571,8 +575,23 @@ class Handler(BaseHTTPRequestHandler):
         if rng and end < count:  # the next event, cut anywhere before its blank line
             partial = b"id: %d\ndata: %d\n" % (end + 1, end + 1)
             parts.append(partial[: rng.randrange(len(partial))])
+        if arg("done") and end == count:
+            parts.append(b"data: [DONE]\n\n")
+        if interval:
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            try:
+                for part in parts:
+                    self.wfile.write(part)
+                    self.wfile.flush()
+                    time.sleep(interval)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         body = b"".join(parts)
-        if rng is None and len(EVENT_BODIES) < 8:  # the benchmark asks for the same body again
+        if rng is None and not arg("done") and len(EVENT_BODIES) < 8:  # the benchmark asks for the same body again
             EVENT_BODIES[(start, count, padding)] = body
         self.close_connection = True  # no length: the body ends when the connection does
         self.send_response(200)

@@ -164,8 +164,11 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
         // API enforces it until the body's last byte (connecting, redirects, the head and the
         // body), with no task of ours. Without one, `defaultTimeout` is an idle timeout, each
         // hop's own (as `URLSession`'s): a large download takes as long as it takes.
-        let deadline = request.timeout.map { NIODeadline.now() + $0.clampedToTimeAmount }
-        let idleTimeout = request.timeout == nil ? defaultTimeout.clampedToTimeAmount : nil
+        // An event stream is timed by the engine alone, by its idle timeout on the client's clock
+        // (contract rule 18): neither the request's timeout nor `defaultTimeout` may end it.
+        let engineTimed = transfer?.timesOutWhenIdle == true
+        let deadline = engineTimed ? nil : request.timeout.map { NIODeadline.now() + $0.clampedToTimeAmount }
+        let idleTimeout = engineTimed || request.timeout != nil ? nil : defaultTimeout.clampedToTimeAmount
         let policy = redirectPolicy
         let logger = RequestLogger.current
         var current = request

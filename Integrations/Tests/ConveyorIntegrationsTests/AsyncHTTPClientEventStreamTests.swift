@@ -10,6 +10,40 @@ import Testing
 /// `EventStreamTests` runs them over URLSession: 300 numbered events over about a hundred
 /// connections that drop at random bytes, with a token that expires half-way.
 @Suite struct AsyncHTTPClientEventStreamTests {
+    /// Counts the attempts (connections) of the requests it is on.
+    struct Attempts: RequestModifying {
+        let count = Locked(0)
+        var name: String { "Attempts" }
+        func modify(_ request: inout Conveyor.HTTPRequest, context: RequestContext) async throws { count.withLock { $0 += 1 } }
+    }
+
+    /// One timeout model (contract rule 18), as `StreamTimeoutModelTests` checks it on
+    /// URLSession: a live stream of 2.4 s lasts one connection whatever the client's per-attempt
+    /// timeout (1 s) or the transport's `defaultTimeout` (1 s) say. Before, the transport's
+    /// default idle timeout (60 s) or the request's deadline ended it.
+    @Test(arguments: [true, false])
+    func aLiveStreamIsTimedByItsIdleTimeoutAlone(clientTimeout: Bool) async throws {
+        try await LocalServer.withServer { server in
+            let attempts = Attempts()
+            let client = NetworkClient(
+                baseURL: server.baseURL,
+                transport: try AsyncHTTPClientTransport(client: sharedHTTPClient, defaultTimeout: .seconds(1)),
+                configuration: .init(timeout: clientTimeout ? .seconds(1) : nil)
+            ) { attempts }
+            var options = EventStreamOptions()
+            options.idleTimeout = nil
+            options.endMarker = "[DONE]"
+            var seen: [String] = []
+            for try await event in client.events(
+                Request<Data>(path: "/events", query: ["count": 6, "interval": "0.4", "done": 1]), options: options)
+            {
+                seen.append(event.data)
+            }
+            #expect(seen == ["1", "2", "3", "4", "5", "6"])
+            #expect(attempts.count.withLock { $0 } == 1, "the stream was cut and reconnected")
+        }
+    }
+
     @Test(arguments: [UInt64(4), 5])
     func survivesAHundredDropsAndOneRefresh(seed: UInt64) async throws {
         try await LocalServer.withServer { server in

@@ -58,3 +58,16 @@ public struct IdempotencyKeyBehavior: HeaderAdding {
         return [headerName: key]
     }
 }
+
+extension IdempotencyKey {
+    /// The one rule for sending a failed request again (contract rule 16), asked by
+    /// ``RetryBehavior`` before a retry and by an event stream before a reconnect: its method is
+    /// one of `methods` (``HTTPMethod/isIdempotent`` when `nil`), or it carries an idempotency
+    /// key (in its context, from ``IdempotencyKeyBehavior``, or as an `Idempotency-Key` header).
+    package static func allowsResending(
+        _ request: HTTPRequest, context: RequestContext, methods: Set<HTTPMethod>? = nil
+    ) -> Bool {
+        (methods?.contains(request.method) ?? request.method.isIdempotent) || context[IdempotencyKey.self] != nil
+            || request.headers.contains(IdempotencyKeyBehavior.defaultHeaderName)
+    }
+}

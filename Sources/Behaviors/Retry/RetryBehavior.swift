@@ -42,7 +42,7 @@ public struct RetryBehavior: RetryDeciding {
         let attempt = context.attemptSinceReconnect  // an event stream's reconnects start the count again
         guard attempt < policy.maxAttempts, isRetryable(failure, response: response) else { return .doNotRetry }
         let request = response?.request ?? context.originalRequest
-        guard policy.retryableMethods.contains(request.method) || hasIdempotencyKey(request, context) else {
+        guard IdempotencyKey.allowsResending(request, context: context, methods: policy.retryableMethods) else {
             return .doNotRetry
         }
         if policy.honorsRetryAfter, let value = response?.headers["Retry-After"],
@@ -60,9 +60,5 @@ public struct RetryBehavior: RetryDeciding {
             response.map { policy.retryableStatuses.contains($0.status) } ?? false
         default: false
         }
-    }
-
-    private func hasIdempotencyKey(_ request: HTTPRequest, _ context: RequestContext) -> Bool {
-        context[IdempotencyKey.self] != nil || request.headers.contains(IdempotencyKeyBehavior.defaultHeaderName)
     }
 }

@@ -17,6 +17,10 @@ public struct EventStreamOptions: Sendable {
     public var idleTimeout: Duration? = .seconds(120)
     /// The delay before reconnecting when the server sent no `retry:` field. 1 s by default.
     public var reconnectDelay: Duration = .seconds(1)
+    /// The shortest delay before any reconnect, whatever the server's `retry:` asks (a `retry: 0`
+    /// and a server that closes at once would otherwise be hundreds of connections a second).
+    /// 250 ms by default.
+    public var minReconnectDelay: Duration = .milliseconds(250)
     /// The most a server's `retry:` can ask for; longer values are lowered to it. 5 minutes by
     /// default.
     public var maxRetryDelay: Duration = .seconds(300)
@@ -26,9 +30,17 @@ public struct EventStreamOptions: Sendable {
     /// The part of a backoff delay that is random, in `0...1`: 0.2 waits 80–120 % of it, so
     /// clients that lost the same server do not all come back at once. 0.2 by default.
     public var jitter: Double = 0.2
-    /// How many connections in a row may fail (no response, or a response that ended before any
-    /// line arrived) before the stream ends with the last failure. 5 by default.
+    /// How many connections in a row may fail before the stream ends with the last failure: a
+    /// connection fails when it delivered no event (refused, timed out, or ended with nothing but
+    /// comments and fields). The stream makes at most this many failed connections in a row
+    /// (at least 1). 5 by default.
     public var maxConsecutiveFailures: Int = 5
+    /// Whether a request whose method is not idempotent (`POST`, `PATCH`) is sent again after a
+    /// drop without an idempotency key. Even then, a stream that delivered events with no `id`
+    /// (the server cannot resume it) is never sent again: the new connection would start another
+    /// answer, joined to the first. `false` by default: such a stream ends with
+    /// ``NetworkError/notRetryable(after:reason:)``, as ``RetryBehavior`` would not retry it.
+    public var resendsNonIdempotentRequests = false
     /// The longest line accepted, in bytes; a longer one ends the stream with
     /// ``NetworkError/responseTooLarge(limit:)``. 64 KiB by default.
     public var maxLineLength: Int = 64 * 1024
@@ -43,13 +55,18 @@ public struct EventStreamOptions: Sendable {
     public init() {}
 
     /// The delay before reconnect number `failures` in a row (0 after a connection that
-    /// delivered something), starting from `base` (the server's `retry:` or ``reconnectDelay``).
+    /// delivered an event), starting from `base` (the server's `retry:` or ``reconnectDelay``):
+    /// doubled per failure, jittered by ``jitter`` every time, never below ``minReconnectDelay``
+    /// and never above ``maxRetryDelay`` (after a connection that delivered an event) or
+    /// ``maxReconnectDelay`` (after a failed one).
     func delay(base: Duration, failures: Int, random: Double) -> Duration {
-        guard failures > 0 else { return base.clampedForConveyor }
-        let doubled = base.secondsValue * pow(2, Double(min(failures - 1, 60)))
-        let capped = min(doubled, maxReconnectDelay.secondsValue)
-        let spread = min(1, max(0, jitter))
-        return Duration.clampedSeconds(capped * (1 - spread + 2 * spread * random))
+        let floor = max(0, minReconnectDelay.secondsValue)
+        let cap = max(floor, (failures > 0 ? maxReconnectDelay : maxRetryDelay).secondsValue)
+        var seconds = max(floor, base.secondsValue)
+        if failures > 0 { seconds *= pow(2, Double(min(failures - 1, 60))) }
+        seconds = min(seconds, cap)
+        let spread = jitter.isNaN ? 0 : min(1, max(0, jitter))
+        return Duration.clampedSeconds(min(cap, max(floor, seconds * (1 - spread + 2 * spread * random))))
     }
 }
 
@@ -307,7 +324,7 @@ final class EventsTaker: ResponseBodyTaker {
         var parser: ServerSentEventParser
         /// The current attempt's body was taken (an event-stream head arrived).
         var took = false
-        var linesAtHead = 0
+        var eventsAtHead = 0
         var failures = 0
         var head: HTTPResponse?
         /// The end marker arrived: the stream ends as a success.
@@ -331,8 +348,22 @@ final class EventsTaker: ResponseBodyTaker {
             State(parser: ServerSentEventParser(maxLineLength: options.maxLineLength, maxEventSize: options.maxEventSize)))
     }
 
+    var timesOutWhenIdle: Bool { true }
     var idleTimeout: Duration? { options.idleTimeout }
-    var retryForbiddenReason: String? { nil }
+
+    /// A reconnect is a retry (contract rule 16): the same idempotency rule as ``RetryBehavior``
+    /// (or the explicit opt-in), and never two answers joined into one.
+    func retryForbiddenReason(for request: HTTPRequest, context: RequestContext) -> String? {
+        if request.method.isIdempotent { return nil }
+        guard options.resendsNonIdempotentRequests || IdempotencyKey.allowsResending(request, context: context) else {
+            return "an event stream whose method is not idempotent is sent again only with an idempotency key "
+                + "(IdempotencyKeyBehavior) or EventStreamOptions.resendsNonIdempotentRequests"
+        }
+        let (delivered, id) = state.withLock { ($0.parser.eventsDispatched > 0, $0.parser.lastEventID) }
+        guard delivered, id == nil else { return nil }
+        return "the stream delivered events without an id, so the server cannot resume it: a new connection "
+            + "would start another answer, joined to the first"
+    }
     var resumedBytes: Int64 { 0 }
 
     var lastEventID: String? { state.withLock { $0.parser.lastEventID } }
@@ -410,7 +441,7 @@ final class EventsTaker: ResponseBodyTaker {
         }
         state.withLock { state in
             state.took = true
-            state.linesAtHead = state.parser.linesParsed
+            state.eventsAtHead = state.parser.eventsDispatched
             state.head = response
         }
         return true
@@ -469,12 +500,22 @@ final class EventsTaker: ResponseBodyTaker {
             default: connectionLevel = false
             }
             guard took || connectionLevel else { return nil }  // a status: the behaviors decide
-            if took && state.parser.linesParsed > state.linesAtHead {
+            // Only an event is a sign of life: a server that sends `retry: 0` or a comment and
+            // closes is failing, however many lines it sends.
+            if took && state.parser.eventsDispatched > state.eventsAtHead {
                 state.failures = 0
             } else {
                 state.failures += 1
             }
-            if state.failures > options.maxConsecutiveFailures { return .end(failure) }
+            if state.failures >= max(1, options.maxConsecutiveFailures) {
+                // One ending on every transport: a connection the server closed or refused is
+                // `.connectionFailed` (FoundationNetworking reports an empty reply as
+                // `URLError(.badServerResponse)`, which arrives as `.transportFailed`).
+                if case .transportFailed = failure, let underlying = failure.underlying {
+                    return .end(.connectionFailed(underlying))
+                }
+                return .end(failure)
+            }
             let base = min(state.parser.reconnectionTime ?? options.reconnectDelay, options.maxRetryDelay)
             let random = Double(state.random.next() >> 11) / Double(1 << 53)
             return .reconnect(after: options.delay(base: base, failures: state.failures, random: random))

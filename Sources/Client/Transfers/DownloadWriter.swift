@@ -204,7 +204,7 @@ final class DownloadWriter: ResponseBodyTaker {
         }
     }
 
-    var retryForbiddenReason: String? { nil }
+    func retryForbiddenReason(for request: HTTPRequest, context: RequestContext) -> String? { nil }
 
     /// After a resume answered by something else than the rest of the same body: send the
     /// request again, from zero, at once (a new run of attempts). Otherwise the behaviors decide.

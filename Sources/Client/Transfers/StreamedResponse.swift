@@ -117,7 +117,7 @@ final class StreamTaker: ResponseBodyTaker {
         try await channel.send(chunk)
     }
 
-    var retryForbiddenReason: String? {
+    func retryForbiddenReason(for request: HTTPRequest, context: RequestContext) -> String? {
         head.withLock { state in
             switch state {
             case .waiting: nil

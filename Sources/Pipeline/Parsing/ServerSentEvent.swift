@@ -106,6 +106,8 @@ public struct ServerSentEventParser: Sendable {
     /// How many lines (fields, comments and blank lines) were parsed since the parser was made:
     /// a sign of life from a server that only sends comments.
     package private(set) var linesParsed = 0
+    /// How many events were dispatched since the parser was made: what a connection delivered.
+    package private(set) var eventsDispatched = 0
 
     /// Bytes of a line that began in an earlier chunk.
     private var pending: [UInt8] = []
@@ -322,6 +324,7 @@ public struct ServerSentEventParser: Sendable {
         let data = dataBuffer.string(droppingLast: 1)
         let type = typeBuffer.isEmpty ? "message" : typeBuffer.string(droppingLast: 0)
         events.append(ServerSentEvent(event: type, data: data, id: lastIDString, retry: retry))
+        eventsDispatched &+= 1
         dataBuffer.removeAll()
         typeBuffer.removeAll()
     }

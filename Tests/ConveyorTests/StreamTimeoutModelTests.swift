@@ -1,0 +1,54 @@
+@testable import Conveyor
+import ConveyorTestSupport
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// One timeout model (contract rule 18): an event stream is timed by its idle timeout alone, on
+/// the client's clock, on every transport; the request's per-attempt timeout and a transport's
+/// default (FoundationNetworking's 60 s) never end it. Before: `idleTimeout = nil` with a client
+/// timeout of 1 s cut every connection at 1 s, and URLSession cut a quiet-but-alive stream at
+/// 60 s whatever `idleTimeout` said (it set no `timeoutInterval` for a request without a timeout).
+@Suite struct StreamTimeoutModelTests {
+    /// Counts the attempts (connections) of the requests it is on.
+    struct Attempts: RequestModifying {
+        let count = Locked(0)
+        var name: String { "Attempts" }
+        func modify(_ request: inout HTTPRequest, context: RequestContext) async throws { count.withLock { $0 += 1 } }
+    }
+
+    @Test func anEngineTimedAttemptGetsNoURLSessionTimeoutOfItsOwn() {
+        var request = HTTPRequest(method: .get, url: URL(string: "http://127.0.0.1:9/s")!)
+        request.timeout = .seconds(1)
+        #expect(ConveyorClientSend.urlRequest(for: request, timesOutWhenIdle: true).timeoutInterval >= 365 * 24 * 3600)
+        #expect(ConveyorClientSend.urlRequest(for: request).timeoutInterval == 2)  // the backstop: 1 s + 1
+        request.timeout = nil
+        #expect(ConveyorClientSend.urlRequest(for: request, timesOutWhenIdle: true).timeoutInterval > 60)
+    }
+
+    /// A stream that lasts 2.4 s, an event every 0.4 s, behind a client whose per-attempt timeout
+    /// is 1 s: one connection with no idle limit, and one with an idle limit of 3 s.
+    @Test(arguments: [nil, Duration.seconds(3)])
+    func aLiveStreamOutlastsTheClientsTimeoutOnOneConnection(idle: Duration?) async throws {
+        try await LocalServer.withServer { server in
+            let attempts = Attempts()
+            let client = NetworkClient(
+                baseURL: server.baseURL, transport: URLSessionTransport(), configuration: .init(timeout: .seconds(1))
+            ) { attempts }
+            var options = EventStreamOptions()
+            options.idleTimeout = idle
+            options.endMarker = "[DONE]"
+            var seen: [String] = []
+            for try await event in client.events(
+                Request<Data>(path: "/events", query: ["count": 6, "interval": "0.4", "done": 1]), options: options)
+            {
+                seen.append(event.data)
+            }
+            #expect(seen == ["1", "2", "3", "4", "5", "6"])
+            #expect(attempts.count.withLock { $0 } == 1, "the stream was cut and reconnected")
+        }
+    }
+}
