@@ -12,9 +12,13 @@ import Testing
 @Suite struct AsyncHTTPClientEventStreamTests {
     /// Counts the attempts (connections) of the requests it is on.
     struct Attempts: RequestModifying {
-        let count = Locked(0)
+        actor Count {
+            var value = 0
+            func add() { value += 1 }
+        }
+        let count = Count()
         var name: String { "Attempts" }
-        func modify(_ request: inout Conveyor.HTTPRequest, context: RequestContext) async throws { count.withLock { $0 += 1 } }
+        func modify(_ request: inout Conveyor.HTTPRequest, context: RequestContext) async throws { await count.add() }
     }
 
     /// One timeout model (contract rule 18), as `StreamTimeoutModelTests` checks it on
@@ -40,7 +44,7 @@ import Testing
                 seen.append(event.data)
             }
             #expect(seen == ["1", "2", "3", "4", "5", "6"])
-            #expect(attempts.count.withLock { $0 } == 1, "the stream was cut and reconnected")
+            #expect(await attempts.count.value == 1, "the stream was cut and reconnected")
         }
     }
 
