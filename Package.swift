@@ -54,7 +54,7 @@ let package = Package(
             path: "Tests/ConveyorTests", swiftSettings: strictSettings),
         .testTarget(
             name: "ConveyorTestingTests", dependencies: ["ConveyorTesting", "ConveyorTestSupport"],
-            path: "Tests/ConveyorTestingTests", swiftSettings: strictSettings),
+            path: "Tests/ConveyorTestingTests", exclude: ["Fixtures"], swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

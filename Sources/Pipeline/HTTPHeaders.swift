@@ -1,3 +1,5 @@
+import Foundation
+
 /// An ordered list of HTTP header fields whose names compare case-insensitively.
 ///
 /// `HTTPHeaders` keeps fields in the order they were added and allows a name to repeat,
@@ -186,6 +188,15 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
             values.append(field.value)
             let parts = field.value.split(separator: " ", maxSplits: 1)
             if parts.count == 2 { values.append(String(parts[1])) }
+            // `Basic base64(user:password)`: a server that echoes the password decoded must not
+            // show it either.
+            if parts.count == 2, parts[0].lowercased() == "basic",
+                let decoded = Data(base64Encoded: String(parts[1].filter { $0 != " " })),
+                let pair = String(validating: decoded, as: UTF8.self)
+            {
+                values.append(pair)
+                if let colon = pair.firstIndex(of: ":") { values.append(String(pair[pair.index(after: colon)...])) }
+            }
             for cookie in field.value.split(separator: ";") {
                 if let value = cookie.split(separator: "=", maxSplits: 1).dropFirst().first {
                     values.append(String(value.drop { $0 == " " }))

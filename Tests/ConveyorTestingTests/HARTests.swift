@@ -330,16 +330,33 @@ import Testing
         let contents = entries.compactMap { ($0["response"] as? [String: Any])?["content"] as? [String: Any] }
         #expect(contents.count == 3)
         #expect(contents[0]["comment"] as? String == "cut: the first 300 of 1000 bytes")
-        #expect((contents[0]["text"] as? String)?.hasPrefix(String(long.prefix(300))) == true)
+        // Exactly the bytes that were read: before, a `…` the server never sent was appended.
+        #expect(contents[0]["text"] as? String == String(long.prefix(300)))
         #expect(contents[0]["size"] as? Int == 1000)
         #expect(contents[1]["encoding"] as? String == "base64")
         #expect(contents[1]["text"] as? String == binary.base64EncodedString())
-        #expect(contents[2]["text"] == nil)
-        #expect((contents[2]["comment"] as? String)?.contains("not UTF-8 text, over the 300-byte limit") == true)
-        // Replayed, the binary body is the same bytes.
+        #expect(contents[2]["encoding"] as? String == "base64")
+        #expect(contents[2]["text"] as? String == Data(repeating: 0xFF, count: 300).base64EncodedString())
+        #expect(contents[2]["comment"] as? String == "cut: the first 300 of 500 bytes")
+        // Replayed, each body is the bytes recorded and nothing else.
         let replay = NetworkClient(
             baseURL: URL(string: "https://api.example.com")!, transport: try HARReplayTransport(data: data, mode: .lenient))
         #expect(try await replay.send(Request<Data>(path: "/binary")) == binary)
+        #expect(try await replay.send(Request<Data>(path: "/long")) == Data(long.prefix(300).utf8))
+        #expect(try await replay.send(Request<Data>(path: "/big-binary")) == Data(repeating: 0xFF, count: 300))
+    }
+
+    /// Zero bytes are valid UTF-8, and were written as JSON text: six bytes (`\u0000`) per byte, a
+    /// 1 MiB cap made a 6.29 MB file. Bytes with control characters are base64 now.
+    @Test func zeroBytesAreBase64NotEscapedText() async throws {
+        let zeros = Data(count: 64 * 1024)
+        let data = try await Self.recording(
+            [("/zeros", .response(status: 200, headers: ["Content-Type": "application/octet-stream"], body: zeros))],
+            maxBodySize: 1 << 20)
+        #expect(data.count < zeros.count * 4 / 3 + 4096)
+        let replay = NetworkClient(
+            baseURL: URL(string: "https://api.example.com")!, transport: try HARReplayTransport(data: data, mode: .lenient))
+        #expect(try await replay.send(Request<Data>(path: "/zeros")) == zeros)
     }
 
     @Test func anExchangeRecordedAsFailedReplaysAsTheSameKindOfFailure() async throws {

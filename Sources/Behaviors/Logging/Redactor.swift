@@ -61,9 +61,71 @@ public struct Redactor: Sendable {
         sensitive.contains(name) || (!normalizedHeaders.isEmpty && normalizedHeaders.contains(Self.normalized(name)))
     }
 
-    /// The header value to show.
+    /// The header value to show: `***` for a hidden header; otherwise the value with the URLs it
+    /// carries redacted (``redactingURLs(in:)``: `Location`, `Content-Location`, `Link`,
+    /// `Refresh`, `Referer` and any other header that holds one).
     package func value(of field: HTTPHeaders.Field, sensitive: SensitiveHeaders = .standard) -> String {
-        hides(header: field.name, sensitive: sensitive) ? "***" : field.value
+        hides(header: field.name, sensitive: sensitive) ? "***" : redactingURLs(in: field.value)
+    }
+
+    /// Text with the URLs in it redacted as ``redact(_:)`` redacts a request's: after every `?`
+    /// or `#`, the values of items whose names mean a secret are `***` (`app:/cb#access_token=…`,
+    /// `<https://api.example/p?page=2&token=…>; rel="next"`, `0; url=/?session_id=…`), and the user
+    /// info of every `scheme://user:password@` is `***`. A value with no `?`, `#` or `@` is
+    /// returned as it is, without a copy.
+    package func redactingURLs(in text: String) -> String {
+        let bytes = Array(text.utf8)
+        guard bytes.contains(where: { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") || $0 == UInt8(ascii: "@") }) else {
+            return text
+        }
+        func endsItems(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: ">"), UInt8(ascii: "<"), UInt8(ascii: "\""),
+                UInt8(ascii: "'"), UInt8(ascii: ";"), UInt8(ascii: ","):
+                return true
+            default: return false
+            }
+        }
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") {
+                output.append(byte)
+                var end = index + 1
+                while end < bytes.count, !endsItems(bytes[end]) { end += 1 }
+                output += redacting(formEncoded: bytes[(index + 1)..<end])
+                index = end
+            } else if byte == UInt8(ascii: "@"), let start = Self.userInfoStart(in: bytes, before: index) {
+                // `scheme://user:password@host`: what follows `://` up to the `@` is user info.
+                output.removeLast(index - start)
+                output += Array("***@".utf8)
+                index += 1
+            } else {
+                output.append(byte)
+                index += 1
+            }
+        }
+        return String(decoding: output, as: UTF8.self)
+    }
+
+    /// Where the user info that ends at `at` starts: just after a `://` with no `/`, `?`, `#`, space
+    /// or `<` between it and `at`.
+    private static func userInfoStart(in bytes: [UInt8], before at: Int) -> Int? {
+        var index = at - 1
+        while index >= 2 {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "/") {
+                return bytes[index - 1] == UInt8(ascii: "/") && bytes[index - 2] == UInt8(ascii: ":") && index + 1 < at
+                    ? index + 1 : nil
+            }
+            if byte == UInt8(ascii: "?") || byte == UInt8(ascii: "#") || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "<") {
+                return nil
+            }
+            index -= 1
+        }
+        return nil
     }
 
     /// The URL with its user info, and the values of hidden query items and of hidden items of
@@ -145,7 +207,11 @@ public struct Redactor: Sendable {
     }
 
     /// ``preview(_:contentType:limit:scrubbing:)`` with the secrets' scrubber built once.
-    package func preview(_ body: Data, contentType: String?, limit: Int, scrubber: SecretScrubber) -> String {
+    /// - Parameter ellipsis: Whether a preview the limit cut ends with `…` (a log line), or
+    ///   holds only bytes of the body (a HAR file, which replays what it holds).
+    package func preview(
+        _ body: Data, contentType: String?, limit: Int, scrubber: SecretScrubber, ellipsis: Bool = true
+    ) -> String {
         guard limit > 0, !body.isEmpty else { return "" }
         let window = limit >= body.count - Self.previewSlack ? body.count : limit + Self.previewSlack
         // Valid UTF-8 first (invalid bytes become U+FFFD), so nothing later can turn bytes into a
@@ -162,7 +228,7 @@ public struct Redactor: Sendable {
         kept.removeLast(scrubber.cutSecretLength(atEndOf: kept))
         // Decoded before the last scrub: a character the removal split becomes U+FFFD first, so
         // nothing after the scrub can change what it saw.
-        let ending = Array(String(decoding: kept + Array("…".utf8), as: UTF8.self).utf8)
+        let ending = Array(String(decoding: kept + (ellipsis ? Array("…".utf8) : []), as: UTF8.self).utf8)
         return String(decoding: scrubber.scrub(ending), as: UTF8.self)
     }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Finds every known secret in a text, in every encoding a server may echo it in, and masks it:
 /// in time linear in the text and in the secrets' total length, over bytes.
 ///
@@ -51,10 +53,10 @@ package struct SecretScrubber: Sendable {
     }
 
     /// Whether there is anything to look for.
-    var isEmpty: Bool { variants.isEmpty }
+    package var isEmpty: Bool { variants.isEmpty }
 
     /// `text` with every secret masked.
-    func scrub(_ text: [UInt8]) -> [UInt8] {
+    package func scrub(_ text: [UInt8]) -> [UInt8] {
         guard !variants.isEmpty, !text.isEmpty else { return text }
         let covered = coverage(of: text)
         guard covered.contains(true) else { return text }
@@ -148,6 +150,12 @@ package struct SecretScrubber: Sendable {
                 forms.insert(percentEncoded(bytes, allowed: allowed, upper: false))
                 forms.insert(replacing(upper, Array("%20".utf8), with: [UInt8(ascii: "+")]))
             }
+            // A server may echo a secret base64-encoded (the whole `Authorization` value in a debug
+            // body): standard and URL-safe, with and without padding.
+            let base64 = Array(Data(bytes).base64EncodedString().utf8)
+            let unpadded = base64.filter { $0 != UInt8(ascii: "=") }
+            let urlSafe = unpadded.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: "-") : $0 == UInt8(ascii: "/") ? UInt8(ascii: "_") : $0 }
+            forms.formUnion([base64, unpadded, urlSafe])
             variants.formUnion(forms)
             var level = forms
             for _ in 0..<2 {

@@ -98,36 +98,47 @@ struct HARFile: Codable, Sendable {
     }
 }
 
-/// How a body is written into a HAR file: redacted text, or base64 for bytes that are not text,
-/// cut at a size limit with a note saying so.
+/// How a body is written into a HAR file: redacted text, or base64 (HAR 1.2's `encoding`) for
+/// bytes that are not text, cut at a size limit with a note saying so, and never a byte the body
+/// did not have (no `…` after a cut).
 struct HARBody: Sendable {
     var text: String?
     var encoding: String?
     var comment: String?
 
-    /// Writes `data`: at most `limit` bytes of it are read. Text is redacted by `redactor` (hidden
+    /// Writes `data`: at most `limit` bytes of it are read. Text (UTF-8 without control bytes
+    /// other than tab, line feed, form feed and carriage return) is redacted by `redactor` (hidden
     /// form fields and JSON keys masked) and every secret of `scrubber` scrubbed, in the encodings a
-    /// server may echo it in; bytes that are not UTF-8 are kept as base64 only when they fit the
-    /// limit whole (they cannot be scrubbed).
+    /// server may echo it in; other bytes are written as base64 of the bytes read, with every
+    /// secret scrubbed from them first.
     static func make(_ data: Data, contentType: String?, limit: Int, redactor: Redactor, scrubber: SecretScrubber) -> HARBody {
-        guard !data.isEmpty else { return HARBody() }
+        guard !data.isEmpty, limit > 0 else {
+            return data.isEmpty ? HARBody() : HARBody(comment: "cut: the first 0 of \(data.count) bytes")
+        }
         let window = data.prefix(limit)
         let cut = data.count > limit ? "cut: the first \(limit) of \(data.count) bytes" : nil
-        if String(validating: window, as: UTF8.self) != nil || (cut != nil && isTextual(contentType)) {
-            let text = redactor.preview(data, contentType: contentType, limit: limit, scrubber: scrubber)
+        if isText(window, cut: cut != nil) {
+            let text = redactor.preview(data, contentType: contentType, limit: limit, scrubber: scrubber, ellipsis: false)
             return HARBody(text: text, encoding: nil, comment: cut)
         }
-        guard cut == nil else {
-            return HARBody(comment: "\(data.count) bytes that are not UTF-8 text, over the \(limit)-byte limit: not recorded")
-        }
-        return HARBody(text: data.base64EncodedString(), encoding: "base64", comment: nil)
+        let bytes = scrubber.isEmpty ? Array(window) : scrubber.scrub(Array(window))
+        return HARBody(text: Data(bytes).base64EncodedString(), encoding: "base64", comment: cut)
     }
 
-    /// Whether a content type names text (a body cut in the middle of a character is still text).
-    static func isTextual(_ contentType: String?) -> Bool {
-        guard let type = contentType?.lowercased() else { return false }
-        return type.hasPrefix("text/") || type.contains("json") || type.contains("xml")
-            || type.hasPrefix("application/x-www-form-urlencoded")
+    /// Whether `bytes` are text: valid UTF-8 (a character the cut split at the end aside) with no
+    /// control byte but tab, line feed, form feed and carriage return. Zero bytes are valid UTF-8,
+    /// and JSON escapes each as six bytes: a megabyte of them made a 6 MB file.
+    static func isText(_ bytes: Data, cut: Bool) -> Bool {
+        for byte in bytes where byte < 0x20 || byte == 0x7F {
+            if byte != 0x09 && byte != 0x0A && byte != 0x0C && byte != 0x0D { return false }
+        }
+        if String(validating: bytes, as: UTF8.self) != nil { return true }
+        guard cut else { return false }
+        // A multi-byte character the limit split: valid once its start is dropped.
+        var end = bytes.endIndex
+        for _ in 0..<3 where end > bytes.startIndex && bytes[end - 1] & 0xC0 == 0x80 { end -= 1 }
+        if end > bytes.startIndex && bytes[end - 1] >= 0xC0 { end -= 1 }
+        return String(validating: bytes[..<end], as: UTF8.self) != nil
     }
 
     /// A digest of `data` with the values of hidden form fields and JSON keys masked (FNV-1a, 64
@@ -156,7 +167,7 @@ struct HARBody: Sendable {
     /// The bytes a recorded body stands for.
     static func bytes(text: String?, encoding: String?) -> Data {
         guard let text else { return Data() }
-        if encoding == "base64" { return Data(base64Encoded: text) ?? Data() }
+        if encoding == "base64" { return Data(base64Encoded: text, options: .ignoreUnknownCharacters) ?? Data() }
         return Data(text.utf8)
     }
 }
@@ -185,4 +196,167 @@ extension HARFile.Timings {
 
     /// The entry's `time`: the sum of the phases that apply (`ssl` is part of `connect`).
     var total: Double { [blocked, dns, connect, send, wait, receive].filter { $0 > 0 }.reduce(0, +) }
+}
+
+// MARK: - Reading HAR files that other tools wrote
+
+/// HAR 1.2 as browsers' devtools, Charles, Proxyman and Fiddler write it: every field Conveyor
+/// does not need to answer a request is optional when reading (`ssl`, `cookies`, `httpVersion`,
+/// `headersSize`, `content.text`…), a number may be written as an integer or a fraction, and
+/// `postData` may hold `params` instead of `text`. What replay needs is `request.method`,
+/// `request.url` and `response.status`; anything else missing reads as empty.
+extension HARFile.Log {
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        version = try values.decodeIfPresent(String.self, forKey: .version) ?? "1.2"
+        creator = try values.decodeIfPresent(HARFile.Creator.self, forKey: .creator) ?? .init(name: "", version: "")
+        entries = try values.decodeIfPresent([HARFile.Entry].self, forKey: .entries) ?? []
+        _conveyorBodyLimit = try values.decodeNumberIfPresent(forKey: ._conveyorBodyLimit).map(HARFile.clampedInt)
+    }
+}
+
+extension HARFile.Creator {
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        name = try values.decodeIfPresent(String.self, forKey: .name) ?? ""
+        version = try values.decodeIfPresent(String.self, forKey: .version) ?? ""
+    }
+}
+
+extension HARFile.NameValue {
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        name = try values.decodeIfPresent(String.self, forKey: .name) ?? ""
+        value = try values.decodeIfPresent(String.self, forKey: .value) ?? ""
+    }
+}
+
+extension HARFile.Entry {
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        startedDateTime = try values.decodeIfPresent(String.self, forKey: .startedDateTime) ?? ""
+        time = try values.decodeNumberIfPresent(forKey: .time) ?? 0
+        request = try values.decode(HARFile.Request.self, forKey: .request)
+        response =
+            try values.decodeIfPresent(HARFile.Response.self, forKey: .response)
+            ?? .init(status: 0, statusText: "", headers: [], content: .init(size: 0, mimeType: ""), redirectURL: "", bodySize: -1)
+        timings = try values.decodeIfPresent(HARFile.Timings.self, forKey: .timings) ?? .init(send: 0, wait: 0, receive: 0)
+        comment = try values.decodeIfPresent(String.self, forKey: .comment)
+        _conveyorError = try values.decodeIfPresent(String.self, forKey: ._conveyorError)
+    }
+}
+
+extension HARFile.Request {
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        method = try values.decode(String.self, forKey: .method)
+        url = try values.decode(String.self, forKey: .url)
+        httpVersion = try values.decodeIfPresent(String.self, forKey: .httpVersion) ?? "HTTP/1.1"
+        cookies = try values.decodeIfPresent([HARFile.NameValue].self, forKey: .cookies) ?? []
+        headers = try values.decodeIfPresent([HARFile.NameValue].self, forKey: .headers) ?? []
+        queryString = try values.decodeIfPresent([HARFile.NameValue].self, forKey: .queryString) ?? []
+        postData = try values.decodeIfPresent(HARFile.PostData.self, forKey: .postData)
+        headersSize = try values.decodeNumberIfPresent(forKey: .headersSize).map(HARFile.clampedInt) ?? -1
+        bodySize = try values.decodeNumberIfPresent(forKey: .bodySize).map(HARFile.clampedInt) ?? -1
+        comment = try values.decodeIfPresent(String.self, forKey: .comment)
+    }
+}
+
+extension HARFile.PostData {
+    private enum ParamsKey: String, CodingKey { case params }
+
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        mimeType = try values.decodeIfPresent(String.self, forKey: .mimeType) ?? ""
+        comment = try values.decodeIfPresent(String.self, forKey: .comment)
+        _encoding = try values.decodeIfPresent(String.self, forKey: ._encoding)
+        _conveyorDigest = try values.decodeIfPresent(String.self, forKey: ._conveyorDigest)
+        if let text = try values.decodeIfPresent(String.self, forKey: .text) {
+            self.text = text
+        } else {
+            // A form posted in a browser: `params` (name, value, fileName…) instead of `text`.
+            let params = try decoder.container(keyedBy: ParamsKey.self)
+                .decodeIfPresent([HARFile.NameValue].self, forKey: .params) ?? []
+            self.text = params.map { HARFile.formEncoded($0.name) + "=" + HARFile.formEncoded($0.value) }
+                .joined(separator: "&")
+        }
+    }
+}
+
+extension HARFile.Response {
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        status = try values.decodeNumberIfPresent(forKey: .status).map(HARFile.clampedInt) ?? 0
+        statusText = try values.decodeIfPresent(String.self, forKey: .statusText) ?? ""
+        httpVersion = try values.decodeIfPresent(String.self, forKey: .httpVersion) ?? "HTTP/1.1"
+        cookies = try values.decodeIfPresent([HARFile.NameValue].self, forKey: .cookies) ?? []
+        headers = try values.decodeIfPresent([HARFile.NameValue].self, forKey: .headers) ?? []
+        content = try values.decodeIfPresent(HARFile.Content.self, forKey: .content) ?? .init(size: 0, mimeType: "")
+        redirectURL = try values.decodeIfPresent(String.self, forKey: .redirectURL) ?? ""
+        headersSize = try values.decodeNumberIfPresent(forKey: .headersSize).map(HARFile.clampedInt) ?? -1
+        bodySize = try values.decodeNumberIfPresent(forKey: .bodySize).map(HARFile.clampedInt) ?? -1
+        comment = try values.decodeIfPresent(String.self, forKey: .comment)
+    }
+}
+
+extension HARFile.Content {
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        size = try values.decodeNumberIfPresent(forKey: .size).map(HARFile.clampedInt) ?? 0
+        mimeType = try values.decodeIfPresent(String.self, forKey: .mimeType) ?? ""
+        text = try values.decodeIfPresent(String.self, forKey: .text)
+        encoding = try values.decodeIfPresent(String.self, forKey: .encoding)
+        comment = try values.decodeIfPresent(String.self, forKey: .comment)
+    }
+}
+
+extension HARFile.Timings {
+    init(from decoder: any Decoder) throws {
+        let values = try decoder.container(keyedBy: CodingKeys.self)
+        blocked = try values.decodeNumberIfPresent(forKey: .blocked) ?? -1
+        dns = try values.decodeNumberIfPresent(forKey: .dns) ?? -1
+        connect = try values.decodeNumberIfPresent(forKey: .connect) ?? -1
+        ssl = try values.decodeNumberIfPresent(forKey: .ssl) ?? -1
+        send = try values.decodeNumberIfPresent(forKey: .send) ?? 0
+        wait = try values.decodeNumberIfPresent(forKey: .wait) ?? 0
+        receive = try values.decodeNumberIfPresent(forKey: .receive) ?? 0
+    }
+}
+
+extension HARFile {
+    /// A number from a file as an `Int`, clamped (a file may hold `1e300` or `-5`); NaN is 0.
+    static func clampedInt(_ value: Double) -> Int {
+        guard !value.isNaN else { return 0 }
+        return Int(max(-1e15, min(1e15, value.rounded(.towardZero))))
+    }
+
+    /// `application/x-www-form-urlencoded` encoding of a name or value from `params`.
+    static func formEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            if SecretScrubber.isUnreserved(byte) {
+                out.unicodeScalars.append(UnicodeScalar(byte))
+            } else if byte == 0x20 {
+                out += "+"
+            } else {
+                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return out
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
+}
+
+extension KeyedDecodingContainer {
+    /// A JSON number written as an integer or a fraction (or `null`/absent: `nil`).
+    fileprivate func decodeNumberIfPresent(forKey key: Key) throws -> Double? {
+        guard contains(key), try !decodeNil(forKey: key) else { return nil }
+        if let value = try? decode(Double.self, forKey: key) { return value }
+        if let value = try? decode(Int.self, forKey: key) { return Double(value) }
+        throw DecodingError.typeMismatch(
+            Double.self, .init(codingPath: codingPath + [key], debugDescription: "not a number"))
+    }
 }

@@ -38,11 +38,11 @@ public final class HARRecorder: Sendable {
     private let state = Locked(State())
     /// What follows the last entry in this recorder's archives (``archiveEnd(bodyLimit:)``).
     private let archiveEnd: Data?
-    /// Held while the file is written: one write at a time, each of everything recorded before it
-    /// began, so the last write holds every exchange (two unserialized writes could rename an
-    /// older snapshot over a newer one). It counts the writes begun (a `Locked(())` would store a
-    /// zero-sized value at the lock's own address, which the thread sanitizer reports as a race).
-    private let writing = Locked(0)
+    /// The files a recorder of this process has written, held while any recorder writes one.
+    /// Process-wide because a file is: two recorders of one file (an auth client's and an API
+    /// client's, each from `HARMode`) must add to it, not write over each other, and one write at a
+    /// time keeps every write whole. Only HAR recording takes it, never a request's path.
+    private static let filesWritten = Locked<Set<String>>([])
 
     private struct State {
         /// Each exchange's entry, encoded once when it is recorded and indented for its place in
@@ -50,20 +50,18 @@ public final class HARRecorder: Sendable {
         /// recording N exchanges cost N² entry encodings).
         var entries: [Data] = []
         var writeError: String?
-        /// What this recorder last wrote to ``file``: how many entries and how many bytes. The
-        /// next exchange is appended in place when the file still has that size and ends the way
-        /// this recorder ends an archive; otherwise (the first write, a file changed by someone
-        /// else, an archive without entries) it is written whole.
-        var written: (entries: Int, size: UInt64)?
+        /// How many of ``entries`` are in ``file`` already.
+        var written = 0
     }
 
     /// Creates a recorder.
     /// - Parameters:
-    ///   - file: Where to write the archive after every exchange: whole in one rename the first
-    ///     time, then each exchange appended in place (the closing brackets written again after
-    ///     it), so a long recording writes each entry once; a file that is no longer as the
-    ///     recorder left it is written whole again. `nil` to keep the archive in memory
-    ///     (``data()``).
+    ///   - file: Where to write the archive after every exchange: the first recorder of the
+    ///     process to write it starts it over (in one rename); then each exchange, whichever
+    ///     recorder of the process made it, is added in place (the closing brackets written again
+    ///     after it), so a long recording writes each entry once and recorders that share the file
+    ///     lose nothing of each other's. A file another program rewrote is read and added to.
+    ///     `nil` to keep the archive in memory (``data()``).
     ///   - redactor: The redaction rules; the defaults hide every credential Conveyor knows.
     ///   - maxBodySize: The most bytes of a body recorded; 256 KiB by default.
     public init(file: URL? = nil, redactor: Redactor = Redactor(), maxBodySize: Int = 256 * 1024) {
@@ -102,49 +100,50 @@ public final class HARRecorder: Sendable {
         }
         state.withLock { $0.entries.append(encoded) }
         guard let file else { return }
-        writing.withLock { writes in
-            writes += 1
+        Self.filesWritten.withLock { filesWritten in
             do {
-                try persist(to: file)
+                try persist(to: file, filesWritten: &filesWritten)
                 state.withLock { $0.writeError = nil }
             } catch {
-                state.withLock {
-                    $0.writeError = "the archive could not be written to \(file.lastPathComponent)"
-                    $0.written = nil
-                }
+                state.withLock { $0.writeError = "the archive could not be written to \(file.lastPathComponent)" }
             }
         }
     }
 
-    /// Brings `file` up to every exchange recorded: the entries it lacks appended in place (the
+    /// Brings `file` up to every exchange this recorder made: the first write of the file in this
+    /// process starts it over with them; later ones append the entries it lacks in place (the
     /// closing brackets written again after them), so recording N exchanges writes each entry
-    /// once, not N times; or the whole archive in one rename when the file is not as this recorder
-    /// left it. Called under ``writing``.
-    private func persist(to file: URL) throws {
+    /// once, and entries other recorders added stay. A file that does not end as this recorder
+    /// ends an archive (another program's, or another body limit's) is read and written whole
+    /// with its entries and these. Called under ``filesWritten``.
+    private func persist(to file: URL, filesWritten: inout Set<String>) throws {
         let (entries, written) = state.withLock { ($0.entries, $0.written) }
-        if let written, written.entries > 0, written.entries < entries.count,
-            let size = try appendInPlace(entries[written.entries...], to: file, expectedSize: written.size)
-        {
-            state.withLock { $0.written = (entries.count, size) }
-            return
+        guard written < entries.count else { return }
+        let path = file.standardizedFileURL.path
+        if !filesWritten.contains(path) {
+            try Self.archive(entries: entries, bodyLimit: maxBodySize).write(to: file, options: .atomic)
+            filesWritten.insert(path)
+        } else if try !appendInPlace(entries[written...], to: file) {
+            // Not as a recorder of this process left it: keep what it holds, add what it lacks.
+            let existing = (try? Data(contentsOf: file)).flatMap { try? JSONDecoder().decode(HARFile.self, from: $0) }
+            let kept = try existing?.log.entries.map(Self.encodedEntry) ?? Array(entries[..<written])
+            try Self.archive(entries: kept + entries[written...], bodyLimit: maxBodySize).write(to: file, options: .atomic)
         }
-        let archive = try Self.archive(entries: entries, bodyLimit: maxBodySize)
-        try archive.write(to: file, options: .atomic)
-        // Appending needs the layout `archive(entries:bodyLimit:)` assembles (not its fallback's).
-        let appendable = archiveEnd.map { archive.suffix($0.count).elementsEqual($0) } ?? false
-        state.withLock { $0.written = appendable ? (entries.count, UInt64(archive.count)) : nil }
+        state.withLock { $0.written = entries.count }
     }
 
     /// Appends `entries` to the archive in `file`, in place of its closing brackets, which are
-    /// written again after them. Returns the file's new size, or `nil` when the file is not the one
-    /// this recorder wrote last (another size, or another ending), and nothing was written.
-    private func appendInPlace(_ entries: ArraySlice<Data>, to file: URL, expectedSize: UInt64) throws -> UInt64? {
-        guard let end = archiveEnd, let handle = try? FileHandle(forUpdating: file) else { return nil }
+    /// written again after them. Returns `false`, having written nothing, when the file does not
+    /// end as this recorder's archives end.
+    private func appendInPlace(_ entries: ArraySlice<Data>, to file: URL) throws -> Bool {
+        guard let end = archiveEnd, let handle = try? FileHandle(forUpdating: file) else { return false }
         defer { try? handle.close() }
-        guard try handle.seekToEnd() == expectedSize, expectedSize >= UInt64(end.count) else { return nil }
-        let tailStart = expectedSize - UInt64(end.count)
-        try handle.seek(toOffset: tailStart)
-        guard try handle.read(upToCount: end.count) == end else { return nil }
+        let size = try handle.seekToEnd()
+        // The last entry's `}` and the archive's ending: an archive without entries is written whole.
+        guard size > UInt64(end.count) else { return false }
+        let tailStart = size - UInt64(end.count)
+        try handle.seek(toOffset: tailStart - 1)
+        guard try handle.read(upToCount: end.count + 1) == Data("}".utf8) + end else { return false }
         var tail = Data()
         tail.reserveCapacity(entries.reduce(end.count) { $0 + $1.count + 2 })
         for entry in entries {
@@ -154,7 +153,7 @@ public final class HARRecorder: Sendable {
         tail.append(end)
         try handle.seek(toOffset: tailStart)
         try handle.write(contentsOf: tail)
-        return tailStart + UInt64(tail.count)
+        return true
     }
 
     // MARK: - Encoding
@@ -294,7 +293,7 @@ public final class HARRecorder: Sendable {
                     size: response.timings?.responseBodyBytes ?? response.body.count, mimeType: contentType ?? "",
                     text: recorded.text, encoding: recorded.encoding,
                     comment: streamed ? "the body went to a file or the caller as it arrived: not recorded" : recorded.comment),
-                redirectURL: response.headers["Location"].map(scrub) ?? "",
+                redirectURL: response.headers["Location"].map { scrub(redactor.redactingURLs(in: $0)) } ?? "",
                 bodySize: response.body.count)
             return HARFile.Entry(
                 startedDateTime: iso.string(from: started), time: timings.total, request: harRequest, response: harResponse,
