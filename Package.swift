@@ -40,7 +40,7 @@ let package = Package(
         // The oracles of the fuzz targets (not a product): FuzzTesting/ runs them under libFuzzer,
         // the test suite replays the committed corpus through them.
         .target(
-            name: "ConveyorFuzzChecks", dependencies: ["ConveyorPipeline", "ConveyorBehaviors"],
+            name: "ConveyorFuzzChecks", dependencies: ["ConveyorPipeline", "ConveyorBehaviors", "ConveyorTesting"],
             path: "Tests/FuzzChecks", swiftSettings: strictSettings),
         .testTarget(
             name: "ConveyorPipelineTests", dependencies: ["ConveyorPipeline", "ConveyorTesting", "ConveyorTestSupport"],

@@ -17,7 +17,10 @@ let package = Package(
         // The root package's Tests/FuzzChecks (a symbolic link): the checks the test suite
         // replays the corpus through.
         .target(
-            name: "ConveyorFuzzChecks", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
+            name: "ConveyorFuzzChecks",
+            dependencies: [
+                .product(name: "Conveyor", package: "Conveyor"), .product(name: "ConveyorTesting", package: "Conveyor"),
+            ],
             path: "Sources/FuzzChecks", swiftSettings: strictSettings + [.define("CONVEYOR_FUZZING")]),
         .target(name: "FuzzDriver", dependencies: ["ConveyorFuzzChecks"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzHTTPDate", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
@@ -32,6 +35,7 @@ let package = Package(
         .executableTarget(name: "FuzzSetCookie", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzRedirect", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
         .executableTarget(name: "FuzzFraming", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
+        .executableTarget(name: "FuzzHar", dependencies: ["FuzzDriver"], swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

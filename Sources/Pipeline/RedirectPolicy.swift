@@ -106,14 +106,19 @@ public struct RedirectPolicy: Sendable, Hashable {
                 next.headers[name] = nil
             }
         }
-        if !sameOrigin(request.url, target) {
-            // A caller's own `Host` names the origin it was written for, as curl decided
-            // (CVE-2022-27776's fix): it goes no further than a credential does.
-            for name in Set(request.headers.map(\.name))
-            where request.sensitiveHeaders.contains(name) || HTTPHeaders.namesEqual(name, "Host") {
-                next.headers[name] = nil
-            }
-        }
+        if !sameOrigin(request.url, target) { stripCredentials(from: &next) }
         return next
+    }
+
+    /// Removes every credential header (the request's ``HTTPRequest/sensitiveHeaders``) and a
+    /// caller's own `Host`, which names the origin it was written for, as curl decided
+    /// (CVE-2022-27776's fix): it goes no further than a credential does. What a request that
+    /// leaves its origin keeps: a cross-origin redirect, and a `modify` hook that points the
+    /// request at another origin than the one the caller addressed.
+    static func stripCredentials(from request: inout HTTPRequest) {
+        for name in Set(request.headers.map(\.name))
+        where request.sensitiveHeaders.contains(name) || HTTPHeaders.namesEqual(name, "Host") {
+            request.headers[name] = nil
+        }
     }
 }

@@ -358,6 +358,11 @@ package struct RequestRunner: Sendable {
         let transfer = context.transfer
         let received = try await plan.runIntercept(prepared, context: context, step: step) {
             request throws(NetworkError) in
+            var request = request
+            // A member that sent it to another origin sends no credential there (as after `modify`).
+            if request.url != prepared.url, !RedirectPolicy.sameOrigin(prepared.url, request.url) {
+                RedirectPolicy.stripCredentials(from: &request)
+            }
             let response = try await self.transportSend(request, transfer: transfer)
             // After the deadline, the transport's response is a timeout before any member sees
             // it: a cache does not store it, a shared call does not hand it on.
@@ -464,7 +469,15 @@ package struct RequestRunner: Sendable {
         if !plan.additionalHeaders.isEmpty {
             Self.add(try await plan.runAdditionalHeaders(for: request, context: context, step: step), to: &attempt)
         }
-        if !plan.modify.isEmpty { try await plan.runModify(&attempt, context: context, step: step) }
+        if !plan.modify.isEmpty {
+            try await plan.runModify(&attempt, context: context, step: step)
+            // Credentials are scoped by the request as it is sent (contract rule 11): a hook that
+            // pointed it at another origin than the caller's takes none there, as a cross-origin
+            // redirect takes none.
+            if attempt.url != request.url, !RedirectPolicy.sameOrigin(request.url, attempt.url) {
+                RedirectPolicy.stripCredentials(from: &attempt)
+            }
+        }
         try Self.checkHeaders(of: attempt)
         return attempt
     }

@@ -91,6 +91,43 @@ import Testing
         }
     }
 
+    /// Points every request at another origin in `modify`, after the credential behaviors
+    /// decided from the caller's URL (a mirror, a region switch gone wrong).
+    struct Repoint: RequestModifying {
+        let target: URL
+        var name: String { "Repoint" }
+        func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
+            var components = URLComponents(url: request.url, resolvingAgainstBaseURL: false)
+            components?.port = target.port
+            if let moved = components?.url { request.url = moved }
+        }
+    }
+
+    /// The scope is enforced on the request as it is sent. Before: a `modify` hook that moved the
+    /// request to another origin carried every credential there (the scope was decided from the
+    /// caller's URL, before `modify` ran, and never again).
+    @Test func aModifyHookThatChangesTheOriginSendsNoCredentialThere() async throws {
+        try await forEveryKind { kind, origin, other in
+            let client = NetworkClient(baseURL: origin.baseURL, transport: URLSessionTransport(configuration: .ephemeral)) {
+                kind.make([])
+                HeadersBehavior(["X-Public": "visible"])
+                Repoint(target: other.baseURL)
+            }
+            let moved = try await client.send(Request<Echo>(path: "/echo", headers: ["Proxy-Authorization": "Basic cHc6cHc="]))
+            #expect(moved.headers["host"] == "127.0.0.1:\(other.port)")
+            #expect(moved.headers[kind.header.lowercased()] == nil, "\(kind.header) went where modify sent it")
+            #expect(moved.headers["proxy-authorization"] == nil, "the caller's own credential went there too")
+            #expect(moved.headers["x-public"] == "visible")
+            // A hook that keeps the origin keeps the credential.
+            let same = NetworkClient(baseURL: origin.baseURL, transport: URLSessionTransport(configuration: .ephemeral)) {
+                kind.make([])
+                Repoint(target: origin.baseURL)
+            }
+            let home = try await same.send(Request<Echo>(path: "/echo"))
+            #expect(home.headers[kind.header.lowercased()] == kind.value)
+        }
+    }
+
     /// A name a user adds is sensitive for that client's requests only: the transport sees it on
     /// every request (to strip it on a cross-origin redirect), the request's renderings hide it,
     /// and another client, which did not add it, is unchanged (no process-wide list).

@@ -6,9 +6,11 @@ import Foundation
 #if CONVEYOR_FUZZING
     @testable import ConveyorBehaviors
     @testable import ConveyorPipeline
+    @testable import ConveyorTesting
 #else
     import ConveyorBehaviors
     import ConveyorPipeline
+    import ConveyorTesting
 #endif
 
 /// One check per parser of outside bytes: each takes arbitrary bytes, runs the parser, and
@@ -33,11 +35,43 @@ public enum FuzzChecks {
         ("set-cookie", setCookie),
         ("redirect", redirect),
         ("framing", framing),
+        ("har", har),
     ]
 
     /// The check named `name`.
     public static func check(named name: String) -> (@Sendable ([UInt8]) -> String?)? {
         all.first { $0.name == name }?.check
+    }
+
+    // MARK: - HAR files
+
+    /// A HAR file (any bytes) loaded for replay, then each request it records (up to eight, and
+    /// two of its own) sent back to it: loading and answering end in an archive, a response or a
+    /// typed error, never a trap (a negative `_conveyorBodyLimit` trapped `prefix`), and a
+    /// response answers with the status and bytes the file holds.
+    @Sendable public static func har(_ bytes: [UInt8]) -> String? {
+        guard let replay = try? HARReplayTransport(data: Data(bytes), mode: .lenient) else { return nil }
+        var requests: [HTTPRequest] = []
+        for (method, url, body) in replay.recordedRequests.prefix(8) {
+            guard let url = URL(string: url), HTTPMethod(rawValue: method).isToken else { continue }
+            requests.append(HTTPRequest(method: HTTPMethod(rawValue: method), url: url, body: body.map { Data($0.utf8) }))
+        }
+        if let any = URL(string: "https://a.example/p?x=1") {
+            requests.append(HTTPRequest(url: any))
+            requests.append(HTTPRequest(method: .post, url: any, body: Data(repeating: 0x61, count: 70)))
+        }
+        for request in requests {
+            do {
+                let response = try replay.answer(request)
+                if response.request != request { return "a response for another request" }
+            } catch is HARReplayTransport.Unmatched {
+            } catch let error as NetworkError {
+                if error.name.isEmpty { return "an unnamed error" }
+            } catch {
+                return "an error that is neither Unmatched nor a NetworkError: \(type(of: error))"
+            }
+        }
+        return nil
     }
 
     // MARK: - Event streams
@@ -498,8 +532,32 @@ public enum FuzzChecks {
         return String((0..<4).map { digits[Int(value >> UInt32(12 - 4 * $0) & 0xF)] })
     }
 
-    static let hiddenNames = ["access_token", "password", "Token", "client_secret", "API_KEY", "refresh_token", "Authorization"]
-    static let plainNames = ["id", "name", "note", "list", "nested", "data", "state"]
+    /// Secret names by meaning (contract rule 12), each spelled by the input (``spelledName(_:_:)``).
+    static let hiddenNames = [
+        "access_token", "password", "Token", "client_secret", "API_KEY", "refresh_token", "Authorization",
+        "api_token", "private_token", "oauth_token_secret", "bearer_token", "aws_secret_access_key", "access_key",
+        "current_password", "password_confirmation", "passcode", "session_id", "x_functions_key", "mfa_code",
+        "user[password]", "api[key]", "auth[token]",
+    ]
+    static let plainNames = ["id", "name", "note", "list", "nested", "data", "state", "token_type", "max_tokens", "keyboard", "author"]
+
+    /// A name in a spelling the input chooses: as written, snake, kebab, dotted, camel, Pascal,
+    /// upper, or run together.
+    static func spelledName(_ name: String, _ input: inout FuzzInput) -> String {
+        guard !name.contains("[") else { return name }
+        let words = name.lowercased().split(whereSeparator: { $0 == "_" || $0 == "-" }).map(String.init)
+        let capitalized = words.map { $0.prefix(1).uppercased() + $0.dropFirst() }
+        switch input.choose(8) {
+        case 0: return words.joined(separator: "_")
+        case 1: return words.joined(separator: "-")
+        case 2: return words.joined(separator: ".")
+        case 3: return (words.first ?? "") + capitalized.dropFirst().joined()
+        case 4: return capitalized.joined()
+        case 5: return words.joined(separator: "_").uppercased()
+        case 6: return words.joined()
+        default: return name
+        }
+    }
     static let plainText = Array("abcXYZ 019-_./+=&?:,{}[]\"\\\n\té")
     static let secretText = Array("Qz9-_./+= &%\"\\\né")
     static let spaces = ["", " ", "\n", "\t", "\r\n", "  \n "]
@@ -532,7 +590,7 @@ public enum FuzzChecks {
             var pairs: [String] = []
             for _ in 0..<(1 + input.choose(4)) {
                 if input.choose(2) == 0 {
-                    let name = hiddenNames[input.choose(hiddenNames.count)]
+                    let name = spelledName(hiddenNames[input.choose(hiddenNames.count)], &input)
                     let encodedName = name.utf8.map { byte in
                         input.choose(3) == 0 ? "%" + hex4(UInt32(byte), upper: true).suffix(2) : String(UnicodeScalar(byte))
                     }.joined()
@@ -562,7 +620,7 @@ public enum FuzzChecks {
             var members: [String] = []
             for _ in 0..<input.choose(5) {
                 let isHidden = input.choose(2) == 0
-                let name = isHidden ? hiddenNames[input.choose(hiddenNames.count)] : plainNames[input.choose(plainNames.count)]
+                let name = isHidden ? spelledName(hiddenNames[input.choose(hiddenNames.count)], &input) : plainNames[input.choose(plainNames.count)]
                 let key = "\"" + escapedKey(name, &input) + "\""
                 members.append(space() + key + space() + ":" + space() + jsonValue(&input, depth: depth + 1, hidden: hidden || isHidden) + space())
             }
@@ -575,7 +633,9 @@ public enum FuzzChecks {
             (0..<(1 + input.choose(3))).map { _ in
                 if input.choose(2) == 0 {
                     let value = SecretScrubber.percentEncoded(Array(secretValue(&input).utf8), allowed: SecretScrubber.isUnreserved, upper: input.choose(2) == 0)
-                    return hiddenNames[input.choose(hiddenNames.count)] + "=" + String(decoding: value, as: UTF8.self)
+                    let name = spelledName(hiddenNames[input.choose(hiddenNames.count)], &input)
+                    let encodedName = String(decoding: SecretScrubber.percentEncoded(Array(name.utf8), allowed: SecretScrubber.isUnreserved, upper: true), as: UTF8.self)
+                    return encodedName + "=" + String(decoding: value, as: UTF8.self)
                 }
                 return plainNames[input.choose(plainNames.count)] + "=x"
             }.joined(separator: "&")

@@ -95,6 +95,17 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
     /// - Throws: ``Unmatched`` when no entry matches; the recorded failure's ``Conveyor/NetworkError`` for
     ///   an entry recorded without a response.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        try answer(request)
+    }
+
+    /// The recorded requests, as the file has them (method, URL, body text): what the `har` fuzz
+    /// target sends back to the file.
+    package var recordedRequests: [(method: String, url: String, body: String?)] {
+        entries.map { ($0.request.method, $0.request.url, $0.request.postData?.text) }
+    }
+
+    /// ``send(_:)``, without suspending.
+    package func answer(_ request: HTTPRequest) throws -> HTTPResponse {
         let wanted = Wanted(request, redactor: redactor, limit: bodyLimit)
         // Decided under the lock; an unmatched request is described after it (which reads it again).
         enum Pick { case entry(Int), unmatched(next: Int?) }
