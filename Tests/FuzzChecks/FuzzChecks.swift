@@ -184,18 +184,21 @@ public enum FuzzChecks {
     static let cookieOrigins = [
         "https://api.example.com/v1/items", "http://example.com/", "https://127.0.0.1:8443/a/b/",
         "http://sub.api.example.com/x/y?z=1", "https://example.com/deep/path/file.json",
+        "https://evil.co.uk/", "http://example.com./", "https://a.other.kawasaki.jp/", "https://ai/",
     ].compactMap(URL.init(string:))
     /// Sites no response from ``cookieOrigins`` may set a cookie for.
     static let otherSites = [
         "https://elsewhere.test/", "https://notexample.com/", "https://example.com.evil.test/", "https://com/",
-        "https://127.0.0.2:8443/a/b/",
+        "https://127.0.0.2:8443/a/b/", "https://bank.co.uk/", "https://evil.com./", "https://b.other.kawasaki.jp/",
+        "https://evil.ai/",
     ].compactMap(URL.init(string:))
 
     /// `Set-Cookie`, through a ``CookieJar``: the input chooses the URL that answered and one to
     /// four header values (any bytes). Whatever the jar keeps has a name, no control character,
     /// the size limit, a path, `Secure` only from `https`, and a domain the answering host
     /// domain-matches (itself for a host-only cookie; never an IP address's parent, never a bare
-    /// label); the jar stays within its limits, the `Cookie` header it writes holds no control
+    /// label, never a public suffix), `__Secure-` and `__Host-` names (in any case) only with
+    /// `Secure` from `https`, `__Host-` host-only at `/`; the jar stays within its limits, the `Cookie` header it writes holds no control
     /// character, and no other site is sent anything.
     @Sendable public static func setCookie(_ bytes: [UInt8]) -> String? {
         var input = FuzzInput(bytes)
@@ -226,6 +229,16 @@ public enum FuzzChecks {
             }
             if !cookie.hostOnly && cookie.domain != host && (!cookie.domain.contains(".") || isIPAddress(host)) {
                 return "domain \(cookie.domain.debugDescription) kept from \(host)"
+            }
+            if !cookie.hostOnly && PublicSuffixes.isPublicSuffix(cookie.domain) {
+                return "a cookie for the public suffix \(cookie.domain.debugDescription) kept from \(host)"
+            }
+            let lowered = cookie.name.lowercased()
+            if (lowered.hasPrefix("__secure-") || lowered.hasPrefix("__host-")) && !(cookie.secure && url.scheme == "https") {
+                return "a prefixed cookie \(cookie.name.debugDescription) kept without Secure over https"
+            }
+            if lowered.hasPrefix("__host-") && (!cookie.hostOnly || cookie.path != "/") {
+                return "a __Host- cookie with a domain or a path other than /"
             }
             if cookies.filter({ $0.domain == cookie.domain }).count > CookieJar.maximumPerDomain {
                 return "more than \(CookieJar.maximumPerDomain) cookies for \(cookie.domain)"

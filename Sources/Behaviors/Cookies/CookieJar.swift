@@ -29,11 +29,15 @@ public struct Cookie: Sendable, Hashable, CustomStringConvertible {
 /// The cookies of one client: each ``CookieBehavior`` has its own, and no other client, session
 /// or process-wide storage sees them.
 ///
-/// It follows RFC 6265 §5: `Set-Cookie` is parsed leniently, a `Domain` attribute must
-/// domain-match the responding host (and a bare top-level label such as `com` is refused), a
-/// `Secure` cookie is only set over HTTPS and only sent over HTTPS, `Max-Age` wins over
-/// `Expires`, an expired cookie deletes the one it replaces, and a request gets the cookies whose
-/// domain and path match it, longest path first. It is bounded: at most 50 cookies per domain
+/// It follows RFC 6265 §5 and its update (6265bis): `Set-Cookie` is parsed leniently, the last
+/// `Domain` and `Path` attributes count, a `Domain` must domain-match the responding host and may
+/// not be a public suffix (`com`, `co.uk`, `github.io`, from the Public Suffix List the library
+/// ships; a host that is one itself gets a host-only cookie) nor end with a dot, a `Secure`
+/// cookie is only set over HTTPS and only sent over HTTPS, and an `http` response cannot replace
+/// it; a name that starts with `__Secure-` needs `Secure` from HTTPS, one that starts with
+/// `__Host-` also no `Domain` and `Path=/` (both in any case); `Max-Age` wins over `Expires`, an
+/// expired cookie deletes the one it replaces, and a request gets the cookies whose domain and
+/// path match it, longest path first. It is bounded: at most 50 cookies per domain
 /// and 1,000 in all (the oldest go first), 4,096 bytes per name and value.
 ///
 /// ```swift
@@ -111,13 +115,23 @@ public final class CookieJar: Sendable {
             for line in Self.split(value) {
                 guard let cookie = Self.parse(line, host: host, secureOrigin: scheme == "https", url: url, now: time)
                 else { continue }
-                insert(cookie, at: time)
+                insert(cookie, at: time, fromSecureOrigin: scheme == "https")
             }
         }
     }
 
-    private func insert(_ cookie: Cookie, at time: Date) {
+    private func insert(_ cookie: Cookie, at time: Date, fromSecureOrigin: Bool) {
         state.withLock { state in
+            // 6265bis §5.7 step 16: an insecure origin leaves a `Secure` cookie of that name alone
+            // (it would otherwise replace a session cookie that is then sent over HTTPS).
+            if !fromSecureOrigin, state.cookies.contains(where: { stored in
+                let old = stored.cookie
+                return old.secure && old.name == cookie.name
+                    && (Self.domainMatches(old.domain, cookie.domain) || Self.domainMatches(cookie.domain, old.domain))
+                    && Self.pathMatches(cookie.path, old.path)
+            }) {
+                return
+            }
             let replaced = state.cookies.firstIndex {
                 $0.cookie.name == cookie.name && $0.cookie.domain == cookie.domain && $0.cookie.path == cookie.path
             }
@@ -186,24 +200,38 @@ public final class CookieJar: Sendable {
             case "domain":
                 var text = attributeValue.lowercased()
                 if text.hasPrefix(".") { text.removeFirst() }
-                if !text.isEmpty { domain = text }
+                if !text.isEmpty { domain = text }  // an empty value is ignored (§5.2.3)
             case "path":
-                if attributeValue.hasPrefix("/") { path = attributeValue }
+                // The last one counts, and one that does not start with `/` is the default (§5.2.4).
+                path = attributeValue.hasPrefix("/") ? attributeValue : defaultPath(of: url)
             case "secure": secure = true
             case "httponly": httpOnly = true
             default: continue
             }
         }
         if secure && !secureOrigin { return nil }  // RFC 6265bis §5.6: only a secure origin sets a Secure cookie
+        // Cookie prefixes (6265bis §4.1.3), matched in any case as browsers now do.
+        let lowered = name.lowercased()
+        if lowered.hasPrefix("__secure-") || lowered.hasPrefix("__host-") {
+            guard secure, secureOrigin else { return nil }
+        }
+        if lowered.hasPrefix("__host-") {
+            guard domain == nil, path == "/" else { return nil }
+        }
         var hostOnly = true
         var cookieDomain = host
-        if let domain, domain != host {
-            // The responding host must domain-match it, and it may not be a bare label (`com`).
-            guard domainMatches(host, domain), domain.contains("."), !isIPAddress(host) else { return nil }
-            hostOnly = false
-            cookieDomain = domain
-        } else if domain != nil {
-            hostOnly = false
+        if let domain {
+            // `com.` from `example.com.`: a trailing dot would make a public suffix look like a name.
+            guard !domain.hasSuffix("."), !host.hasSuffix(".") else { return nil }
+            if PublicSuffixes.isPublicSuffix(domain) {
+                // §5.3 step 5: a public suffix only for the host that is one, as a host-only cookie.
+                guard domain == host else { return nil }
+            } else {
+                // The responding host must domain-match it.
+                guard domainMatches(host, domain), !isIPAddress(host) || domain == host else { return nil }
+                hostOnly = false
+                cookieDomain = domain
+            }
         }
         return Cookie(
             name: name, value: value, domain: cookieDomain, hostOnly: hostOnly, path: path ?? defaultPath(of: url),
