@@ -1,5 +1,6 @@
 @testable import Conveyor
 import ConveyorTestSupport
+import ConveyorTesting
 import Foundation
 import Testing
 
@@ -49,6 +50,44 @@ import Testing
             }
             #expect(seen == ["1", "2", "3", "4", "5", "6"])
             #expect(attempts.count.withLock { $0 } == 1, "the stream was cut and reconnected")
+        }
+    }
+}
+
+/// The reconnect rule against the local server over URLSession (AsyncHTTPClient:
+/// `AsyncHTTPClientEventStreamTests`): a POST answer without ids that the server ends is not
+/// sent again, and a server that keeps closing after `retry: 0` ends the stream after
+/// `maxConsecutiveFailures` connections with `.connectionFailed` (FoundationNetworking's empty
+/// reply, `URLError(.badServerResponse)`, included).
+@Suite struct EventStreamReconnectServerTests {
+    @Test func aPostAnswerIsNotSentAgainAndAStormEnds() async throws {
+        try await LocalServer.withServer { server in
+            let attempts = StreamTimeoutModelTests.Attempts()
+            let client = NetworkClient(
+                baseURL: server.baseURL, transport: URLSessionTransport(), configuration: .init(clock: ImmediateClock())
+            ) { attempts }
+            var seen: [String] = []
+            var failure: NetworkError?
+            do {
+                let answer = Request<Data>(
+                    method: .post, path: "/events", query: ["count": 2, "noids": 1],
+                    body: .data(Data("{\"prompt\":\"hi\"}".utf8), contentType: "application/json"))
+                for try await event in client.events(answer) { seen.append(event.data) }
+            } catch let error as NetworkError {
+                failure = error
+            }
+            #expect(seen == ["1", "2"])
+            #expect(failure?.name == "notRetryable")
+            #expect(attempts.count.withLock { $0 } == 1, "the POST was sent again")
+
+            let storm = StreamTimeoutModelTests.Attempts()
+            let stormClient = NetworkClient(
+                baseURL: server.baseURL, transport: URLSessionTransport(), configuration: .init(clock: ImmediateClock())
+            ) { storm }
+            await #expect {
+                for try await _ in stormClient.events(Request<Data>(path: "/events", query: ["empty": 1])) {}
+            } throws: { ($0 as? NetworkError)?.name == "connectionFailed" }
+            #expect(storm.count.withLock { $0 } == 5)
         }
     }
 }

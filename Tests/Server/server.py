@@ -543,7 +543,16 @@ class Handler(BaseHTTPRequestHandler):
         `node=a`, and a reconnect (Last-Event-ID sent) without it gets a 409. With `interval`,
         each event is written on its own, `interval` seconds after the last (a stream that lasts
         longer than a client's per-attempt timeout while never idle); with `done`, a last event
-        `data: [DONE]` follows."""
+        `data: [DONE]` follows. With `noids`, events carry no `id:` (an LLM's answer: it cannot be
+        resumed); with `empty`, the response is `retry: 0` and a comment, then the end (a server
+        that keeps closing)."""
+        if arg("empty"):
+            self.close_connection = True
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b"retry: 0\n: nothing to say\n\n")
+            return
         count = int(arg("count", "10"))
         seed = arg("seed")
         last = self.headers.get("Last-Event-ID") or ""
@@ -567,11 +576,15 @@ class Handler(BaseHTTPRequestHandler):
         ending = [b"\n", b"\r", b"\r\n"]
         padding = b" " + b"x" * int(arg("pad", "0")) if arg("pad") else b""
         interval = float(arg("interval", "0"))
-        cached = EVENT_BODIES.get((start, count, padding)) if rng is None and not interval and not arg("done") else None
+        plain = rng is None and not interval and not arg("done") and not arg("noids")
+        cached = EVENT_BODIES.get((start, count, padding)) if plain else None
         parts = [cached] if cached else [b"retry: 0\n\n: numbered events\n"]
         for number in range(start, end + 1) if not cached else ():
             line_end = ending[rng.randrange(3)] if rng else b"\n"
-            parts.append(b"id: %d%sdata: %d%s%s%s" % (number, line_end, number, padding, line_end, line_end))
+            if arg("noids"):
+                parts.append(b"data: %d%s%s%s" % (number, padding, line_end, line_end))
+            else:
+                parts.append(b"id: %d%sdata: %d%s%s%s" % (number, line_end, number, padding, line_end, line_end))
         if rng and end < count:  # the next event, cut anywhere before its blank line
             partial = b"id: %d\ndata: %d\n" % (end + 1, end + 1)
             parts.append(partial[: rng.randrange(len(partial))])
@@ -591,7 +604,7 @@ class Handler(BaseHTTPRequestHandler):
                 pass
             return
         body = b"".join(parts)
-        if rng is None and not arg("done") and len(EVENT_BODIES) < 8:  # the benchmark asks for the same body again
+        if plain and len(EVENT_BODIES) < 8:  # the benchmark asks for the same body again
             EVENT_BODIES[(start, count, padding)] = body
         self.close_connection = True  # no length: the body ends when the connection does
         self.send_response(200)

@@ -21,6 +21,42 @@ import Testing
         func modify(_ request: inout Conveyor.HTTPRequest, context: RequestContext) async throws { await count.add() }
     }
 
+    /// The reconnect rule over AsyncHTTPClient, as `EventStreamReconnectServerTests` checks it on
+    /// URLSession: a POST answer without ids is not sent again; a server that keeps closing after
+    /// `retry: 0` ends the stream after five connections with `.connectionFailed`.
+    @Test func aPostAnswerIsNotSentAgainAndAStormEnds() async throws {
+        try await LocalServer.withServer { server in
+            let attempts = Attempts()
+            let client = NetworkClient(
+                baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient),
+                configuration: .init(clock: ImmediateClock())
+            ) { attempts }
+            var seen: [String] = []
+            var failure: NetworkError?
+            do {
+                let answer = Request<Data>(
+                    method: .post, path: "/events", query: ["count": 2, "noids": 1],
+                    body: .data(Data("{\"prompt\":\"hi\"}".utf8), contentType: "application/json"))
+                for try await event in client.events(answer) { seen.append(event.data) }
+            } catch let error as NetworkError {
+                failure = error
+            }
+            #expect(seen == ["1", "2"])
+            #expect(failure?.name == "notRetryable")
+            #expect(await attempts.count.value == 1, "the POST was sent again")
+
+            let storm = Attempts()
+            let stormClient = NetworkClient(
+                baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient),
+                configuration: .init(clock: ImmediateClock())
+            ) { storm }
+            await #expect {
+                for try await _ in stormClient.events(Request<Data>(path: "/events", query: ["empty": 1])) {}
+            } throws: { ($0 as? NetworkError)?.name == "connectionFailed" }
+            #expect(await storm.count.value == 5)
+        }
+    }
+
     /// One timeout model (contract rule 18), as `StreamTimeoutModelTests` checks it on
     /// URLSession: a live stream of 2.4 s lasts one connection whatever the client's per-attempt
     /// timeout (1 s) or the transport's `defaultTimeout` (1 s) say. Before, the transport's
