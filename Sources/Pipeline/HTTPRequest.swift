@@ -14,7 +14,14 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     /// The HTTP method.
     public var method: HTTPMethod
     /// The absolute URL, query included.
-    public var url: URL
+    public var url: URL { didSet { urlUnchangedSinceMark = false } }
+    /// Set by the engine (``markURL()``) before hooks that may move the request; cleared by any
+    /// write to ``url`` and false in a new request: while it holds, the URL is the one marked,
+    /// and no comparison of URLs (which costs hundreds of instructions on Linux) is needed.
+    package private(set) var urlUnchangedSinceMark = false
+
+    /// Marks the URL as the one the engine scoped credentials for (see ``urlUnchangedSinceMark``).
+    package mutating func markURL() { urlUnchangedSinceMark = true }
     /// The header fields.
     public var headers: HTTPHeaders
     /// The one body a request has: none, bytes, or a stream (a file, parts, a sequence).

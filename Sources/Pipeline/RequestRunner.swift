@@ -1,3 +1,5 @@
+import Foundation
+
 /// The engine: runs one logical request through a behavior chain and a transport, implementing
 /// the design contract (order, header merge, attempts vs requests, balance, retries on a clock).
 ///
@@ -356,14 +358,15 @@ package struct RequestRunner: Sendable {
         // An abandoned step reaches no further member and never the transport, whichever member
         // calls `next`.
         let transfer = context.transfer
+        let preparedURL = prepared.url
         let received = try await plan.runIntercept(prepared, context: context, step: step) {
             request throws(NetworkError) in
-            var request = request
-            // A member that sent it to another origin sends no credential there (as after `modify`).
-            if request.url != prepared.url, !RedirectPolicy.sameOrigin(prepared.url, request.url) {
-                RedirectPolicy.stripCredentials(from: &request)
-            }
-            let response = try await self.transportSend(request, transfer: transfer)
+            // A member that sent it to another origin sends no credential there (as after
+            // `modify`); `prepare` marked the URL, so an unchanged one costs one flag read.
+            let response =
+                request.urlUnchangedSinceMark
+                ? try await self.transportSend(request, transfer: transfer)
+                : try await self.transportSend(Self.scoped(request, from: preparedURL), transfer: transfer)
             // After the deadline, the transport's response is a timeout before any member sees
             // it: a cache does not store it, a shared call does not hand it on.
             if let step, step.isPastDeadline { throw .timedOut }
@@ -469,17 +472,28 @@ package struct RequestRunner: Sendable {
         if !plan.additionalHeaders.isEmpty {
             Self.add(try await plan.runAdditionalHeaders(for: request, context: context, step: step), to: &attempt)
         }
+        attempt.markURL()
         if !plan.modify.isEmpty {
             try await plan.runModify(&attempt, context: context, step: step)
             // Credentials are scoped by the request as it is sent (contract rule 11): a hook that
             // pointed it at another origin than the caller's takes none there, as a cross-origin
             // redirect takes none.
-            if attempt.url != request.url, !RedirectPolicy.sameOrigin(request.url, attempt.url) {
-                RedirectPolicy.stripCredentials(from: &attempt)
+            if !attempt.urlUnchangedSinceMark {
+                attempt = Self.scoped(attempt, from: request.url)
+                attempt.markURL()
             }
         }
         try Self.checkHeaders(of: attempt)
         return attempt
+    }
+
+    /// `request` without its credential headers when it no longer goes to `origin`'s origin.
+    @inline(never)
+    static func scoped(_ request: HTTPRequest, from origin: URL) -> HTTPRequest {
+        guard !RedirectPolicy.sameOrigin(origin, request.url) else { return request }
+        var moved = request
+        RedirectPolicy.stripCredentials(from: &moved)
+        return moved
     }
 
     /// Adds the behaviors' merged headers to an attempt by ``HTTPHeaders/merge(_:)``'s rule, the

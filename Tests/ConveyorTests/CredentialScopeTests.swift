@@ -128,6 +128,29 @@ import Testing
         }
     }
 
+    /// An `intercept` member that hands `next` a request for another origin: the same rule.
+    @Test func anInterceptMemberThatChangesTheOriginSendsNoCredentialThere() async throws {
+        struct Elsewhere: AttemptIntercepting {
+            var name: String { "Elsewhere" }
+            func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+                -> HTTPResponse
+            {
+                var moved = request
+                moved.url = URL(string: "https://mirror.example/echo")!
+                return try await next(moved)
+            }
+        }
+        let mock = MockTransport()
+        mock.stub(.get, "/echo", reply: .rawJSON("{}"))
+        let client = NetworkClient(baseURL: URL(string: "https://api.example")!, transport: mock) {
+            AuthTokenBehavior(tokens: InMemoryTokenStore(token: "tok-3f9a-SECRET"))
+            Elsewhere()
+        }
+        _ = try await client.send(Request<Data>(path: "/echo"))
+        #expect(mock.requests.first?.url.host == "mirror.example")
+        #expect(mock.requests.first?.headers["Authorization"] == nil)
+    }
+
     /// A name a user adds is sensitive for that client's requests only: the transport sees it on
     /// every request (to strip it on a cross-origin redirect), the request's renderings hide it,
     /// and another client, which did not add it, is unchanged (no process-wide list).
