@@ -21,9 +21,11 @@ public import Foundation
 ///   user info, and the values of hidden form fields and JSON keys in bodies. Every credential
 ///   value the request carried is scrubbed from everything else recorded (the response's body and
 ///   headers included), in the encodings a server may echo it in.
-/// - **Bounded.** A body is read up to ``maxBodySize`` bytes: a longer one is cut there, with a
-///   HAR `comment` saying so; bytes that are not UTF-8 text are kept as base64 when they fit
-///   whole, else left out with a note. A body streamed to a file or to the caller
+/// - **Bounded, and nothing added.** A body is read up to ``maxBodySize`` bytes: a longer one is
+///   cut there, with a HAR `comment` saying so, and holds exactly the bytes read; bytes that are
+///   not text (not UTF-8, or with control bytes) are written as base64, scrubbed of every secret
+///   the request carried. Headers that carry a URL (`Location`, `Link`…) have its secret items
+///   masked. A body streamed to a file or to the caller
 ///   (``Conveyor/NetworkClient/download(_:to:maxSize:)``, ``Conveyor/NetworkClient/stream(_:)``) is not recorded.
 /// - **Timings** come from the transport where it measures them (``Conveyor/HTTPResponse/timings``);
 ///   otherwise the whole exchange counts as `wait`.

@@ -45,7 +45,8 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
 
     /// Loads a HAR file.
     /// - Parameters:
-    ///   - file: A HAR 1.2 file, such as ``HARRecorder`` writes (or a browser's, for `GET`s).
+    ///   - file: A HAR 1.2 file: ``HARRecorder``'s, or one a browser's devtools, Charles or
+    ///     Proxyman exported (every field replay does not need is optional).
     ///   - mode: ``Mode/strict`` by default.
     ///   - redactor: The rules the recording used; the defaults by default.
     /// - Throws: ``HARFileError`` when the file cannot be read or is not HAR.
