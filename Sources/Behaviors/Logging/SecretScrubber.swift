@@ -211,7 +211,7 @@ package struct SecretScrubber: Sendable {
         return out
     }
 
-    static func replacing(_ bytes: [UInt8], _ target: [UInt8], with replacement: [UInt8]) -> [UInt8] {
+    package static func replacing(_ bytes: [UInt8], _ target: [UInt8], with replacement: [UInt8]) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = 0

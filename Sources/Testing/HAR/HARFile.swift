@@ -330,24 +330,12 @@ extension HARFile {
         return Int(max(-1e15, min(1e15, value.rounded(.towardZero))))
     }
 
-    /// `application/x-www-form-urlencoded` encoding of a name or value from `params`.
+    /// `application/x-www-form-urlencoded` encoding of a name or value from `params`: the
+    /// redactor's percent-encoding of everything but unreserved bytes, a space as `+`.
     static func formEncoded(_ text: String) -> String {
-        var out = ""
-        for byte in text.utf8 {
-            if SecretScrubber.isUnreserved(byte) {
-                out.unicodeScalars.append(UnicodeScalar(byte))
-            } else if byte == 0x20 {
-                out += "+"
-            } else {
-                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
-            }
-        }
-        return out
+        let encoded = SecretScrubber.percentEncoded(Array(text.utf8), allowed: SecretScrubber.isUnreserved, upper: true)
+        return String(decoding: SecretScrubber.replacing(encoded, Array("%20".utf8), with: [UInt8(ascii: "+")]), as: UTF8.self)
     }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
 }
 
 extension KeyedDecodingContainer {
