@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .library(name: "Conveyor", targets: ["Conveyor"]),
         .library(name: "ConveyorTesting", targets: ["ConveyorTesting"]),
+        .library(name: "ConveyorTransportConformance", targets: ["ConveyorTransportConformance"]),
         .executable(name: "conveyor-demo", targets: ["ConveyorDemo"]),
     ],
     targets: [
@@ -27,13 +28,18 @@ let package = Package(
         .target(
             name: "ConveyorTesting", dependencies: ["Conveyor"],
             path: "Sources/Testing", swiftSettings: strictSettings),
+        // The transport conformance kit, for authors of an `HTTPTransport` (its own product: an app's
+        // tests never need it; see Docs/Decisions.md, "Products by purpose").
+        .target(
+            name: "ConveyorTransportConformance", dependencies: ["Conveyor", "ConveyorTesting"],
+            path: "Sources/TransportConformance", swiftSettings: strictSettings),
         .executableTarget(
             name: "ConveyorDemo", dependencies: ["Conveyor", "ConveyorTesting"],
             path: "Sources/Demo", swiftSettings: strictSettings),
         // The child process of the transport conformance tests (not a product): one check per
         // process, so a transport that traps fails one check instead of the test run.
         .executableTarget(
-            name: "conformance-child", dependencies: ["Conveyor", "ConveyorTesting"],
+            name: "conformance-child", dependencies: ["Conveyor", "ConveyorTransportConformance"],
             path: "Tests/ConformanceChild", swiftSettings: strictSettings),
         // Test support (not a product): starts the loopback server in Tests/Server.
         .target(name: "ConveyorTestSupport", path: "Tests/Support", swiftSettings: strictSettings),
@@ -53,7 +59,8 @@ let package = Package(
             name: "ConveyorTests", dependencies: ["Conveyor", "ConveyorTesting", "ConveyorTestSupport"],
             path: "Tests/ConveyorTests", swiftSettings: strictSettings),
         .testTarget(
-            name: "ConveyorTestingTests", dependencies: ["ConveyorTesting", "ConveyorTestSupport"],
+            name: "ConveyorTestingTests",
+            dependencies: ["ConveyorTesting", "ConveyorTransportConformance", "ConveyorTestSupport"],
             path: "Tests/ConveyorTestingTests", exclude: ["Fixtures"], swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]

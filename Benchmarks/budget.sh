@@ -25,6 +25,10 @@
 # ten `afterSuccess` per request, not one (the old `TrivialHooks` measured one hook: its
 # `additionalHeaders` had the wrong type and never ran).
 #
+# A line may also say `below:OTHER`: its instructions must be fewer than those of OTHER (a line
+# further up), measured in the same run. `noop0` says `below:peer0`: a request through a client
+# with no behaviors costs less than one through swift-openapi-runtime's client with no middleware.
+#
 # Needs valgrind (apt-get install valgrind) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,11 +52,17 @@ count() {  # scenario requests substrings... -> "instructions mallocs calls..."
 
 failed=0
 updated=()
+declare -A measured=()
 printf '%-26s %12s %12s %8s %8s  %s\n' scenario instructions budget mallocs budget "calls per request"
 while IFS= read -r line; do
     if [[ -z "$line" || "$line" == \#* ]]; then updated+=("$line"); continue; fi
     read -r scenario want_instructions want_mallocs rest <<<"$line"
-    read -r -a checks <<<"${rest:-}"
+    read -r -a words <<<"${rest:-}"
+    checks=()
+    below=""
+    for word in "${words[@]}"; do
+        if [[ "$word" == below:* ]]; then below=${word#below:}; else checks+=("$word"); fi
+    done
     substrings=()
     for check in "${checks[@]}"; do substrings+=("${check%%=*}"); done
     # A scenario over its budget is measured twice more and judged by its lowest count: the
@@ -92,8 +102,17 @@ while IFS= read -r line; do
         if python3 -c "import sys; sys.exit(0 if $mallocs > $want_mallocs * 1.03 + 0.2 else 1)"; then
             budget_problem+=" [mallocs over budget]"
         fi
+        if [ -n "$below" ]; then
+            if [ -z "${measured[$below]:-}" ]; then
+                call_problem+=" [below:$below names no line further up]"
+            elif [ "$instructions" -ge "${measured[$below]}" ]; then
+                call_problem+=" [not below $below's ${measured[$below]} instructions]"
+            fi
+        fi
         if $update || [ -n "$call_problem" ] || [ -z "$budget_problem" ]; then break; fi
     done
+    measured[$scenario]=$instructions
+    if [ -n "$below" ]; then calls_text+="below $below (${measured[$below]:-?}) "; fi
     if [ "$measurement" -gt 1 ]; then calls_text+="(lowest of $measurement measurements) "; fi
     printf '%-26s %12s %12s %8s %8s  %s%s\n' "$scenario" "$instructions" "$want_instructions" "$mallocs" "$want_mallocs" \
         "$calls_text" "$call_problem$budget_problem"

@@ -106,7 +106,7 @@ let package = Package(
             name: "ahc-conformance-child",
             dependencies: [
                 "ConveyorAsyncHTTPClient",
-                .product(name: "ConveyorTesting", package: "Conveyor"),
+                .product(name: "ConveyorTransportConformance", package: "Conveyor"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             path: "Sources/ConformanceChild", swiftSettings: strictSettings),
@@ -118,6 +118,7 @@ let package = Package(
                 "ConveyorAsyncHTTPClient", "ConveyorLogging", "ConveyorMetrics", "ConveyorTracing",
                 "ConveyorOpenAPI", "TestServerAPI", "IntegrationsTestSupport",
                 .product(name: "ConveyorTesting", package: "Conveyor"),
+                .product(name: "ConveyorTransportConformance", package: "Conveyor"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

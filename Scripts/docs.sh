@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the DocC documentation of Conveyor and ConveyorTesting, the two modules users import,
+# Builds the DocC documentation of Conveyor, ConveyorTesting and ConveyorTransportConformance,
+# the three modules users import,
 # into .build-docs/Conveyor.doccarchive, with the toolchain's own tools only (swift build,
 # swift-symbolgraph-extract, docc; no package plugin).
 #
@@ -10,7 +11,7 @@
 #   (Sources/Client/Conveyor.docc and Sources/Testing/ConveyorTesting.docc: the module pages and
 #   their topic groups), plus the guides Docs/*.md, copied in as articles at build time
 #   (Scripts/docs_helper.py, `articles`).
-# - Fails on any docc warning, and when a public type of any of the four library modules has no
+# - Fails on any docc warning, and when a public type of any of the five library modules has no
 #   page, is not curated in a topic group (top-level types), or is not listed on its parent's
 #   page (nested types), and when a public declaration has no doc comment of its own (one
 #   inherited from a protocol, or written above another declaration, does not count).
@@ -30,9 +31,10 @@ start=$SECONDS
 doc_modules=(
     "Conveyor=ConveyorPipeline,ConveyorBehaviors"
     "ConveyorTesting="
+    "ConveyorTransportConformance="
 )
 # Every library module: each of its public types must be curated.
-all_modules=(ConveyorPipeline ConveyorBehaviors Conveyor ConveyorTesting)
+all_modules=(ConveyorPipeline ConveyorBehaviors Conveyor ConveyorTesting ConveyorTransportConformance)
 
 out=.build-docs
 archive=$out/Conveyor.doccarchive
@@ -80,7 +82,8 @@ done
 python3 "$helper" graphs "$work/exported" "$work/graphs" "${doc_modules[@]}"
 
 printf 'docs: assembling the catalog (the module catalogs and the guides Docs/*.md)\n'
-cp -R Sources/Client/Conveyor.docc/. Sources/Testing/ConveyorTesting.docc/. "$work/Conveyor.docc/"
+cp -R Sources/Client/Conveyor.docc/. Sources/Testing/ConveyorTesting.docc/. \
+    Sources/TransportConformance/ConveyorTransportConformance.docc/. "$work/Conveyor.docc/"
 python3 "$helper" articles Docs "$work/Conveyor.docc"
 
 printf 'docs: docc convert\n'
@@ -95,7 +98,8 @@ status=0
 if [ "$status" -ne 0 ] || grep -q -E '(warning|error):' "$work/docc.log"; then
     cat "$work/docc.log"
     echo "docs: docc reported the problems above (exit status $status); the catalog it read," \
-        "$work/Conveyor.docc, is Sources/Client/Conveyor.docc, Sources/Testing/ConveyorTesting.docc" \
+        "$work/Conveyor.docc, is Sources/Client/Conveyor.docc, Sources/Testing/ConveyorTesting.docc," \
+        "Sources/TransportConformance/ConveyorTransportConformance.docc" \
         "and copies of Docs/*.md: edit those" >&2
     exit 1
 fi

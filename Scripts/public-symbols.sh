@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Counts the public API of the four library modules (ConveyorPipeline, ConveyorBehaviors,
-# Conveyor, ConveyorTesting) from their symbol graphs, with the toolchain's own tools only
+# Counts the public API of the five library modules (ConveyorPipeline, ConveyorBehaviors,
+# Conveyor, ConveyorTesting, ConveyorTransportConformance) from their symbol graphs, with the toolchain's own tools only
 # (swift build, swift-symbolgraph-extract; the extraction is the one Scripts/docs.sh does for
 # its coverage check) and Python 3's standard library.
 #
@@ -35,7 +35,7 @@
 #   --no-build      do not run `swift build`: extract from the modules already built there
 set -euo pipefail
 
-modules=(ConveyorPipeline ConveyorBehaviors Conveyor ConveyorTesting)
+modules=(ConveyorPipeline ConveyorBehaviors Conveyor ConveyorTesting ConveyorTransportConformance)
 
 package=
 scratch=

@@ -10,13 +10,15 @@ import Foundation
 /// same few paths over and over. Only URLs that were built successfully are kept; absolute
 /// paths are never cached.
 ///
-/// The cache holds at most ``capacity`` entries. When it is full it starts over, so paths that
-/// never repeat (`/movies/123`, `/movies/124`, …) cost one lookup and one insertion and cannot
-/// grow memory, while the paths an app uses all the time are back after their next request.
-/// (Evicting one arbitrary entry instead clusters a hash table's free slots and made lookups
-/// ten times slower under such churn.)
+/// The cache is a table of ``capacity`` slots in pairs: a key may live in either slot of the
+/// pair its hash names (FNV-1a over the key's bytes, a few instructions per byte where
+/// `Hasher` cost 350 per request). A key whose pair is full replaces the entry in its first
+/// slot, so paths that never repeat (`/movies/123`, `/movies/124`, …) cost one lookup and one
+/// store and cannot grow memory, while the paths an app uses all the time are back after their
+/// next request. (An earlier `Dictionary` that started over when full cost ~900 instructions
+/// per hit: hashing, probing and its lock; BENCHMARKS.md.)
 final class PathURLCache: Sendable {
-    struct Key: Hashable, Sendable {
+    struct Key: Sendable {
         var path: String
         /// The encoded query parameters, `""` for none.
         var query: String
@@ -38,36 +40,59 @@ final class PathURLCache: Sendable {
             }
         }
 
-        func hash(into hasher: inout Hasher) {
-            Self.combineBytes(of: path, into: &hasher)
-            Self.combineBytes(of: query, into: &hasher)
+        /// FNV-1a (64-bit) of the path's bytes, a separator, and the query's bytes.
+        var hash: UInt64 {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            Self.mix(path, into: &hash)
+            hash = (hash ^ 0xFF) &* 0x100_0000_01b3  // 0xFF never occurs in UTF-8
+            Self.mix(query, into: &hash)
+            return hash
         }
 
-        private static func combineBytes(of string: String, into hasher: inout Hasher) {
+        private static func mix(_ string: String, into hash: inout UInt64) {
+            if string.isEmpty { return }  // most requests have no query
             var string = string  // `withUTF8` makes a non-native string contiguous first
-            string.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-            hasher.combine(string.utf8.count)  // separates the path from the query
+            string.withUTF8 { bytes in
+                for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            }
         }
     }
 
     /// Entries per client.
     static let capacity = 256
 
-    private let entries = Locked<[Key: URL]>([:])
+    private struct Entry: Sendable {
+        let key: Key
+        let url: URL
+    }
+
+    private let slots = Locked<[Entry?]>(Array(repeating: nil, count: PathURLCache.capacity))
+
+    /// The first slot of `key`'s pair.
+    private static func pair(of key: Key) -> Int {
+        let hash = key.hash
+        return Int(truncatingIfNeeded: (hash ^ (hash >> 32)) % UInt64(capacity / 2)) * 2
+    }
 
     /// The cached URL for `key`, if any.
     func url(for key: Key) -> URL? {
-        entries.withLock { $0[key] }
+        let first = Self.pair(of: key)
+        return slots.withLock { slots in
+            if let entry = slots[first], entry.key == key { return entry.url }
+            if let entry = slots[first + 1], entry.key == key { return entry.url }
+            return nil
+        }
     }
 
     /// Remembers a URL built for `key`.
     func store(_ url: URL, for key: Key) {
-        entries.withLock { entries in
-            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
-            entries[key] = url
+        let first = Self.pair(of: key)
+        slots.withLock { slots in
+            let slot = slots[first] == nil || slots[first + 1] != nil ? first : first + 1
+            slots[slot] = Entry(key: key, url: url)
         }
     }
 
     /// How many URLs are cached (for tests).
-    var count: Int { entries.withLock { $0.count } }
+    var count: Int { slots.withLock { $0.reduce(0) { $1 == nil ? $0 : $0 + 1 } } }
 }

@@ -45,6 +45,8 @@ enum URLBuilder {
 
     /// Whether the path is a whole `http://` or `https://` URL (a pagination link).
     static func isAbsolute(_ path: String) -> Bool {
+        // Most paths start with "/": one byte read decides.
+        guard path.utf8.first == UInt8(ascii: "h") else { return false }
         var bytes = path.utf8.makeIterator()
         for byte in "http".utf8 where bytes.next() != byte { return false }
         var next = bytes.next()

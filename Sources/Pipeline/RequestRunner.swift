@@ -14,6 +14,8 @@ package struct RequestRunner: Sendable {
     /// Hard cap on attempts per logical request, whatever behaviors decide.
     package let attemptLimit: Int
     package let acceptableStatusCodes: Set<Int>
+    /// Read once: the acceptable codes are 200...299 (the default), judged without hashing.
+    let acceptsExactly2xx: Bool
     /// Read once: a transport that honors cancellation is called directly when nothing else
     /// needs guarding.
     let transportHonorsCancellation: Bool
@@ -30,6 +32,7 @@ package struct RequestRunner: Sendable {
         self.timeoutClock = timeoutClock
         self.attemptLimit = max(1, attemptLimit)
         self.acceptableStatusCodes = acceptableStatusCodes
+        self.acceptsExactly2xx = acceptableStatusCodes == Set(200..<300)
         self.transportHonorsCancellation = transport.honorsCancellation
         self.streamingTransport = transport as? any StreamingHTTPTransport
     }
@@ -215,6 +218,27 @@ package struct RequestRunner: Sendable {
             return Self.exchange(from: outcome)
         }
 
+        // Nothing to prepare (no `additionalHeaders`, `modify` or `intercept` member): the request
+        // is sent as it is, with no copy of it made for the attempt.
+        if !guarded && plan.additionalHeaders.isEmpty && plan.modify.isEmpty && plan.intercept.isEmpty {
+            do throws(NetworkError) {
+                try Self.checkHeaders(of: request)
+            } catch {
+                return .failed(error, nil)
+            }
+            if !began {
+                began = true
+                if !plan.beforeSend.isEmpty { await plan.runBeforeSend(request, context: context) }
+            }
+            let (cancelledNow, nowInterruptible) = context.cancellationState
+            if cancelledNow || Task.isCancelled { return .failed(.cancelled, nil) }
+            if nowInterruptible || !transportHonorsCancellation {
+                return await guardedExchange(
+                    request, plan: plan, context: context, deadline: nil, interruptible: nowInterruptible)
+            }
+            return await exchange(request, plan: plan, context: context, step: nil)
+        }
+
         let prepared: HTTPRequest
         if guarded && !(plan.additionalHeaders.isEmpty && plan.modify.isEmpty) {
             let (outcome, _, cancelledItself) = await GuardedStep.run(deadline: deadline, cancelledBy: interrupter) {
@@ -344,8 +368,10 @@ package struct RequestRunner: Sendable {
 
     /// The response, if its status is acceptable.
     @inline(__always)
-    func judged(_ received: HTTPResponse) throws(NetworkError) -> HTTPResponse {
-        guard acceptableStatusCodes.contains(received.status) else { throw .unacceptableStatus(received) }
+    func judged(_ received: consuming HTTPResponse) throws(NetworkError) -> HTTPResponse {
+        let acceptable =
+            acceptsExactly2xx ? (200..<300).contains(received.status) : acceptableStatusCodes.contains(received.status)
+        guard acceptable else { throw .unacceptableStatus(received) }
         return received
     }
 

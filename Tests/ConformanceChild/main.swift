@@ -6,7 +6,7 @@
 //
 // `trapping` ends the process on its first request: the kit's own tests use it.
 import Conveyor
-import ConveyorTesting
+import ConveyorTransportConformance
 import Foundation
 
 #if canImport(FoundationNetworking)

@@ -12,7 +12,7 @@ import Testing
         let tokens = FakeTokens("stale", gate: gate)  // the refresh waits until every request got its 401
         let counter = NetworkActivityCounter()
         let runner = FakeTaskRunner()
-        let sink = CapturingSink()
+        let sink = CapturingLogSink()
         let flakyAttempts = Locked<[String: Int]>([:])
 
         // The server: 401 for the stale token; then every fifth request answers 503 once.

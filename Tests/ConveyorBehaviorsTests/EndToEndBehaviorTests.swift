@@ -80,7 +80,7 @@ struct Echo: Decodable, Sendable {
 
     @Test func loggingRedactsARealRequest() async throws {
         try await LocalServer.withServer { server in
-            let sink = CapturingSink()
+            let sink = CapturingLogSink()
             let client = client(server) {
                 AuthTokenBehavior(tokens: InMemoryTokenStore(token: "real-SECRET"))
                 LoggingBehavior(sink: sink, bodyPreviewLimit: 4096)

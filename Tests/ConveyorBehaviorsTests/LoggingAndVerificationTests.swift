@@ -3,20 +3,14 @@ import ConveyorTesting
 import Foundation
 import Testing
 
-/// Captures lines; can be disabled.
-final class CapturingSink: LogSink {
-    let lines = Locked<[LogEntry]>([])
-    let enabled: Bool
-    init(enabled: Bool = true) { self.enabled = enabled }
-    var isEnabled: Bool { enabled }
-    func write(_ entry: LogEntry) { lines.withLock { $0.append(entry) } }
-    var messages: [String] { lines.withLock { $0.map(\.message) } }
+extension CapturingLogSink {
+    var messages: [String] { entries.map(\.message) }
 }
 
 @Suite struct LoggingBehaviorTests {
     let secrets = ["tok-SECRET", "cookie-SECRET", "pw-SECRET", "key-SECRET", "apikey-SECRET"]
 
-    func client(_ mock: MockTransport, sink: CapturingSink, preview: Int = 0) -> NetworkClient {
+    func client(_ mock: MockTransport, sink: CapturingLogSink, preview: Int = 0) -> NetworkClient {
         makeClient(mock) {
             AuthTokenBehavior(tokens: InMemoryTokenStore(token: "tok-SECRET"))
             HeadersBehavior(["Cookie": "s=cookie-SECRET", "X-API-Key": "key-SECRET"])
@@ -28,9 +22,9 @@ final class CapturingSink: LogSink {
     @Test func writesOneLinePerAttemptAndOnePerOutcome() async {
         let mock = MockTransport()
         mock.enqueue(.status(503), .text(#"{"ok":true}"#))
-        let sink = CapturingSink()
+        let sink = CapturingLogSink()
         _ = await outcome { try await client(mock, sink: sink).send(Request<Void>(path: "/movies", query: ["page": 2])) }
-        let lines = sink.lines.withLock { $0 }
+        let lines = sink.entries
         #expect(lines.map(\.level) == [.debug, .debug, .info])
         #expect(lines[0].message.contains("GET https://api.test/v1/movies?page=2 attempt 1"))
         #expect(lines[1].message.contains("attempt 2"))
@@ -40,16 +34,16 @@ final class CapturingSink: LogSink {
     @Test func failuresAreLoggedAsErrors() async {
         let mock = MockTransport()
         mock.enqueue(.status(404))
-        let sink = CapturingSink()
+        let sink = CapturingLogSink()
         _ = await outcome { try await client(mock, sink: sink).send(Request<Void>(path: "/missing")) }
-        #expect(sink.lines.withLock { $0.last?.level } == .error)
+        #expect(sink.entries.last?.level == .error)
         #expect(sink.messages.last?.contains("failed after 1 attempt(s): Not found: 404") == true)
     }
 
     @Test func secretsAreRedactedEverywhere() async {
         let mock = MockTransport()
         mock.enqueue(.text(#"{"access_token":"tok-SECRET","name":"ann"}"#, headers: ["Content-Type": "application/json"]))
-        let sink = CapturingSink()
+        let sink = CapturingLogSink()
         let request = Request<Void>(
             method: .post, path: "/login", query: ["api_key": "apikey-SECRET", "page": 1],
             body: .form(["user": "ann", "password": "pw-SECRET"]))
@@ -67,7 +61,7 @@ final class CapturingSink: LogSink {
     @Test func formBodiesInAnyCaseAndCustomAuthHeadersAreRedacted() async {
         let mock = MockTransport()
         mock.enqueue(.status(204))
-        let sink = CapturingSink()
+        let sink = CapturingLogSink()
         let client = makeClient(mock) {
             AuthTokenBehavior(tokens: InMemoryTokenStore(token: "tok-SECRET"), header: .custom("X-Session-Ticket"))
             LoggingBehavior(sink: sink, bodyPreviewLimit: 500)
@@ -85,7 +79,7 @@ final class CapturingSink: LogSink {
     @Test func aDisabledSinkGetsNothing() async {
         let mock = MockTransport()
         mock.enqueue(.status(200))
-        let sink = CapturingSink(enabled: false)
+        let sink = CapturingLogSink(levels: [])
         _ = await outcome { try await client(mock, sink: sink).send(Request<Void>(path: "/x")) }
         #expect(sink.messages.isEmpty)
     }
@@ -93,7 +87,7 @@ final class CapturingSink: LogSink {
     @Test func bodyPreviewsAreCapped() async {
         let mock = MockTransport()
         mock.enqueue(.text(String(repeating: "x", count: 1000)))
-        let sink = CapturingSink()
+        let sink = CapturingLogSink()
         _ = await outcome { try await client(mock, sink: sink, preview: 16).send(Request<Void>(path: "/big")) }
         #expect(sink.messages.last?.hasSuffix("body: " + String(repeating: "x", count: 16) + "…") == true)
     }
@@ -176,7 +170,7 @@ final class CapturingSink: LogSink {
     }
 
     @Test func everyEntryCarriesTheRequestsFactsAndAHugeClockJumpDoesNotTrap() async throws {
-        let sink = CapturingSink()
+        let sink = CapturingLogSink()
         let clock = ManualClock()
         let mock = MockTransport(baseURL: URL(string: "https://api.test:8443")!)
         mock.enqueue(.handler { _ in
@@ -187,7 +181,7 @@ final class CapturingSink: LogSink {
             LoggingBehavior(sink: sink, clock: clock)
         }
         _ = try await client.send(Request<String>(path: "/movies", query: ["page": "2"]))
-        let entries = sink.lines.withLock { $0 }
+        let entries = sink.entries
         #expect(entries.count == 2)
         for entry in entries {
             #expect(entry.metadata["http.request.method"] == "GET")

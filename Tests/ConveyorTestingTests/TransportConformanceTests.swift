@@ -1,5 +1,6 @@
 import ConveyorTestSupport
 import ConveyorTesting
+import ConveyorTransportConformance
 import Foundation
 import Testing
 

@@ -64,18 +64,6 @@ struct ContextSpy: SuccessObserving, FailureObserving {
     func afterFailure(_ error: NetworkError, context: RequestContext) async { self.context.withLock { $0 = context } }
 }
 
-struct CollectingSink: LogSink {
-    let lines = Locked<[String]>([])
-    var isEnabled: Bool { true }
-    /// The line and every metadata value: a structured sink renders both.
-    func write(_ entry: LogEntry) {
-        lines.withLock { lines in
-            lines.append(entry.message)
-            lines += entry.metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-        }
-    }
-}
-
 struct Strict: Decodable { var id: Int }
 
 @Suite struct SecretsHuntTests {
@@ -152,7 +140,7 @@ struct Strict: Decodable { var id: Int }
         let user = uses("password") ? "ann:\(secret("password").addingPercentEncoding(withAllowedCharacters: strict) ?? "")@" : ""
         let base = try #require(URL(string: "http://\(user)127.0.0.1:9/api"))
         let status = [200, 200, 400, 401, 404, 500].randomElement(using: &rng) ?? 200
-        let sink = CollectingSink()
+        let sink = CapturingLogSink()  // keeps the lines and every metadata value (`text`)
         let spy = ContextSpy()
         let previewLimit = [0, 16, 40, 64, 100, 300, 5000].randomElement(using: &rng) ?? 64
         let echoing = EchoingTransport(
@@ -246,7 +234,7 @@ struct Strict: Decodable { var id: Int }
             renderings.append("callback redacted: \(Redactor().redact(callback))")
         }
         if let context = spy.context.withLock({ $0 }) { render(context, "context") }
-        renderings += sink.lines.withLock { $0 }.map { "log: \($0)" }
+        renderings += sink.text.split(separator: "\n").map { "log: \($0)" }
         renderings.append("har: " + String(decoding: try har.data(), as: UTF8.self))
 
         var leaks: [String] = []

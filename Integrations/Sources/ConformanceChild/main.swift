@@ -5,7 +5,7 @@
 //   ahc-conformance-child --conformance-check <check>
 import AsyncHTTPClient
 import ConveyorAsyncHTTPClient
-import ConveyorTesting
+import ConveyorTransportConformance
 import Foundation
 
 let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())

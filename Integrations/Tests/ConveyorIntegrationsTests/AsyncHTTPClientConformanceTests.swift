@@ -1,4 +1,5 @@
 import ConveyorTesting
+import ConveyorTransportConformance
 import IntegrationsTestSupport
 import Testing
 

@@ -1,5 +1,6 @@
 import Conveyor
 import ConveyorPipeline
+import ConveyorTesting
 import Foundation
 
 /// The transfer checks: a resumed download is whole or absent, an abandoned stream ends, and
