@@ -8,7 +8,8 @@
 # Always: the library built with warnings as errors and its tests (README's `swift test`).
 # Then, for the folders the change touched: Integrations/ (its tests), Examples/<name>/ (that
 # example's tests), FuzzTesting/ or Tests/FuzzChecks/ (every fuzz target for 10 s), Benchmarks/
-# (the budget: instructions and mallocs per request). A change to the library's Sources/ also
+# (the budget: instructions and mallocs per request), Sources/ or API/ (the guarded API:
+# Scripts/api-check.sh). A change to the library's Sources/ also
 # runs the Integrations tests, whose transports and bridges sit on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,7 @@ for example in Examples/*/; do
     name=$(basename "$example")
     if touches "^Examples/$name/"; then swift test --package-path "Examples/$name"; fi
 done
+if touches '^(Sources/|API/|Package.swift)'; then bash Scripts/api-check.sh; fi
 if touches '^(FuzzTesting/|Tests/FuzzChecks/)'; then bash FuzzTesting/run.sh 10; fi
 if touches '^(Benchmarks/|Sources/Pipeline/|Sources/Client/)'; then bash Benchmarks/budget.sh; fi
 echo "check.sh: the steps for this change passed (run bash .ci/run before you stop)"

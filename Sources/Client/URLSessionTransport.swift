@@ -271,11 +271,7 @@ public final class URLSessionTransport: StreamingHTTPTransport {
             let path = directory.appendingPathComponent(name).path
             var info = stat()
             guard lstat(path, &info) == 0, info.st_uid == getuid(), (info.st_mode & S_IFMT) == S_IFREG else { continue }
-            #if canImport(Darwin)
-                let modified = Date(timeIntervalSince1970: TimeInterval(info.st_mtimespec.tv_sec))
-            #else
-                let modified = Date(timeIntervalSince1970: TimeInterval(info.st_mtim.tv_sec))
-            #endif
+            let modified = FileTimes.modified(info)
             if now.timeIntervalSince(modified) > age, unlink(path) == 0 { removed += 1 }
         }
         return removed

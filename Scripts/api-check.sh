@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The guarded API (Docs/Stability.md), run by CI:
+#
+# 1. No source-breaking change against the release in API/baseline.txt: SwiftPM's
+#    `diagnose-api-breaking-changes` compares every library product's modules with that commit's
+#    (it builds the commit in a worktree of its own). An intended break (a major release) updates
+#    API/baseline.txt and CHANGELOG.md in the same commit.
+# 2. Each product's public-symbol count is the one in API/public-symbols.txt (a ratchet: growth is
+#    always a decision, recorded in the commit that makes it).
+#
+#   bash Scripts/api-check.sh            check both
+#   bash Scripts/api-check.sh --update   write today's counts into API/public-symbols.txt
+set -euo pipefail
+cd "$(dirname "$0")/.."
+update=false
+[ "${1:-}" = "--update" ] && update=true
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+products=(Conveyor ConveyorTesting ConveyorTransportConformance)
+# The modules of each product (Conveyor re-exports the pipeline and the behaviors).
+declare -A modules_of=(
+    [Conveyor]="ConveyorPipeline ConveyorBehaviors Conveyor"
+    [ConveyorTesting]="ConveyorTesting"
+    [ConveyorTransportConformance]="ConveyorTransportConformance"
+)
+
+counts=$(bash Scripts/public-symbols.sh 2>"$log") || { cat "$log"; exit 1; }
+declare -A module_count=()
+while read -r module count; do module_count[$module]=$count; done <<<"$counts"
+
+failed=0
+lines=()
+printf '%-30s %8s %8s\n' product symbols recorded
+for product in "${products[@]}"; do
+    total=0
+    for module in ${modules_of[$product]}; do total=$((total + ${module_count[$module]:?no count for $module})); done
+    recorded=$(awk -v p="$product" '$1 == p { print $2 }' API/public-symbols.txt)
+    note=""
+    if [ "$total" != "$recorded" ]; then
+        note="  <- differs: record it with --update in the commit that changes the API"
+        $update || failed=1
+    fi
+    printf '%-30s %8s %8s%s\n' "$product" "$total" "${recorded:-none}" "$note"
+    lines+=("$product $total")
+done
+if $update; then
+    { grep '^#' API/public-symbols.txt; printf '%s\n' "${lines[@]}"; } >API/public-symbols.txt.new
+    mv API/public-symbols.txt.new API/public-symbols.txt
+    echo "wrote API/public-symbols.txt"
+    exit 0
+fi
+
+read -r version baseline < <(grep -v '^#' API/baseline.txt)
+if ! git cat-file -e "$baseline^{commit}" 2>/dev/null; then
+    # A shallow clone may lack the release commit: fetch it.
+    git fetch -q --depth=1 origin "$baseline" 2>/dev/null || true
+fi
+git cat-file -e "$baseline^{commit}" 2>/dev/null ||
+    { echo "api-check: the baseline commit $baseline ($version) is not in this clone"; exit 1; }
+echo "api-check: comparing with $version ($baseline)"
+# The working tree against the release (also when HEAD is the release: uncommitted edits count).
+swift package diagnose-api-breaking-changes "$baseline" --products "${products[@]}" >"$log" 2>&1 || true
+grep -v '^\[' "$log" || true
+if grep -q "API breakage" "$log" || ! grep -q "No breaking changes detected" "$log"; then
+    echo "api-check: FAILED (a breaking change against $version: a major release updates API/baseline.txt and CHANGELOG.md)"
+    exit 1
+fi
+if [ "$failed" -ne 0 ]; then
+    echo "api-check: FAILED (a product's public-symbol count is not the one in API/public-symbols.txt)"
+    exit 1
+fi
+echo "api-check: no breaking change, every product's public API as recorded"

@@ -1,0 +1,59 @@
+import ConveyorTestSupport
+import Foundation
+import Testing
+
+/// README's excerpt of what `swift run conveyor-demo` prints is what it prints: each line of the
+/// excerpt (but `…`, which stands for lines left out) appears in the demo's output, in order.
+/// Durations (`39 µs`) differ run to run, so a number before `µs` or `ms` matches any number.
+@Suite struct DemoExcerptTests {
+    static let readme = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("README.md")
+
+    /// The lines of the block after "An excerpt of what the demo prints:".
+    static func excerpt() throws -> [String] {
+        let text = try String(contentsOf: readme, encoding: .utf8)
+        let lines = text.components(separatedBy: "\n")
+        let intro = try #require(lines.firstIndex { $0.hasPrefix("An excerpt of what the demo prints") })
+        let open = try #require(lines[intro...].firstIndex { $0.hasPrefix("```") })
+        let close = try #require(lines[(open + 1)...].firstIndex { $0.hasPrefix("```") })
+        return Array(lines[(open + 1)..<close])
+    }
+
+    /// `line` with every duration's number replaced by `#`.
+    static func normalized(_ line: String) -> String {
+        line.replacingOccurrences(of: #"[0-9]+(\.[0-9]+)? (µs|ms)"#, with: "# $2", options: .regularExpression)
+    }
+
+    @Test func theReadmeExcerptIsWhatTheDemoPrints() throws {
+        let demo = try #require(BuiltExecutable.url("conveyor-demo"), "conveyor-demo was not built next to the tests")
+        let process = Process()
+        process.executableURL = demo
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+
+        let printedLines = String(decoding: printed, as: UTF8.self).components(separatedBy: "\n").map(Self.normalized)
+        let wanted = try Self.excerpt().filter { $0 != "…" && !$0.isEmpty }.map(Self.normalized)
+        #expect(wanted.count >= 20, "the excerpt has \(wanted.count) lines")
+        var next = printedLines.startIndex
+        for line in wanted {
+            guard let found = printedLines[next...].firstIndex(of: line) else {
+                Issue.record("README's demo excerpt has a line the demo does not print (after the lines matched so far): \(line)")
+                return
+            }
+            next = found + 1
+        }
+    }
+
+    @Test func aLineTheDemoDoesNotPrintIsFound() {
+        // The check above can fail: a changed line is not in the demo's output.
+        let printed = ["  ✔  GET /me                2         401 → 1 refresh → 200"].map(Self.normalized)
+        #expect(printed.firstIndex(of: Self.normalized("  ✔  GET /me                2         401 → 2 refreshes → 200")) == nil)
+        #expect(Self.normalized("  GET /v1/me #1 401 39 µs") == Self.normalized("  GET /v1/me #1 401 4.5 µs"))
+    }
+}
