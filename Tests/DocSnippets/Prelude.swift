@@ -64,3 +64,38 @@ public enum GitHub: Endpoint {
 // Large transfers (README quick start).
 public let trailerFile = FileManager.default.temporaryDirectory.appendingPathComponent("trailer.mp4")
 public let posterFile = FileManager.default.temporaryDirectory.appendingPathComponent("poster.jpg")
+
+// Docs/Authentication.md's access-and-refresh token store, for Testing.md's 401 test.
+public struct TokenPair: Codable, Sendable {
+    public var accessToken: String
+    public var refreshToken: String
+    public init(accessToken: String, refreshToken: String) {
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+    }
+}
+
+public actor TokenPairStore: TokenProvider, TokenRefresher {
+    private var pair: TokenPair?
+    private var client: NetworkClient?
+
+    public init(pair: TokenPair?) { self.pair = pair }
+
+    /// Called once, right after the client is made.
+    public func use(_ client: NetworkClient) { self.client = client }
+
+    public func currentToken() async throws -> String? { pair?.accessToken }
+
+    public func refreshToken(replacing expiredToken: String?) async throws -> String {
+        guard let client, let refreshToken = pair?.refreshToken else { throw NetworkError.unauthorized }
+        // Without AuthTokenBehavior: the refresh call carries no access token, and never waits on
+        // the refresh it is part of.
+        let request = Request<TokenPair>(
+            method: .post, path: "/oauth/token",
+            body: .form(["grant_type": "refresh_token", "refresh_token": refreshToken])
+        ).excluding(.type(AuthTokenBehavior.self))
+        let fresh = try await client.send(request)
+        pair = fresh  // saved where currentToken() reads, before returning
+        return fresh.accessToken
+    }
+}
