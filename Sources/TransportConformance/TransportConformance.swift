@@ -23,7 +23,7 @@ public import Conveyor
 /// as ``Outcome/Status/knownIssueFixed(_:)`` (not conforming) once it no longer does, so the mark
 /// does not outlive the bug.
 ///
-/// The contract each check enforces is in the `TransportConformance` guide.
+/// The contract each check enforces is in the `ConformanceKit` guide.
 /// The checks add one name, `X-Conformance-Credential`, to ``Conveyor/SensitiveHeaders`` (to
 /// prove that a name added at run time is stripped too); outcomes never print a credential.
 /// Timing bounds are upper bounds for hang detection, never waits: a conforming transport
