@@ -29,7 +29,7 @@ let package = Package(
             name: "ConveyorTesting", dependencies: ["Conveyor"],
             path: "Sources/Testing", swiftSettings: strictSettings),
         // The transport conformance kit, for authors of an `HTTPTransport` (its own product: an app's
-        // tests never need it; see Docs/Decisions.md, "Products by purpose").
+        // tests never need it; see Docs/Stability.md, "Products by purpose").
         .target(
             name: "ConveyorTransportConformance", dependencies: ["Conveyor", "ConveyorTesting"],
             path: "Sources/TransportConformance", swiftSettings: strictSettings),
