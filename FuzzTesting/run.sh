@@ -39,23 +39,42 @@ done
 # top-level code -parse-as-library refuses.
 for target in "${targets[@]}"; do swift build "${flags[@]}" --product "$(product_of "$target")"; done
 
-status=0
-for target in "${targets[@]}"; do
+# The targets run side by side, one per core (CONVEYOR_FUZZ_JOBS to change it): each libFuzzer
+# process is single-threaded, so each still gets its whole `seconds` of one core.
+jobs=${CONVEYOR_FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+results=$(mktemp -d)
+fuzz() {  # target: runs it; its report goes to $results/<target>.out, a finding to $results/<target>.failed
+    local target=$1 product work
     product=$(product_of "$target")
     work=$(mktemp -d)
     mkdir -p "findings/$target"
-    echo "=== $target ($product, $seconds s) ==="
-    if "$bin/$product" -max_total_time="$seconds" -timeout=10 -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1 \
-        -artifact_prefix="findings/$target/" "$work" "Corpus/$target" >"$work.log" 2>&1; then
-        grep -E '^stat::number_of_executed_units|^Done' "$work.log" || true
-    else
-        status=1
-        echo "FINDING in $target:"
-        grep -v -E '^(#[0-9]+|INFO:|MS:)' "$work.log" | tail -40
-        ls -l "findings/$target"
-    fi
+    {
+        echo "=== $target ($product, $seconds s) ==="
+        if "$bin/$product" -max_total_time="$seconds" -timeout=10 -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1 \
+            -artifact_prefix="findings/$target/" "$work" "Corpus/$target" >"$work.log" 2>&1; then
+            grep -E '^stat::number_of_executed_units|^Done' "$work.log" || true
+        else
+            touch "$results/$target.failed"
+            echo "FINDING in $target:"
+            grep -v -E '^(#[0-9]+|INFO:|MS:)' "$work.log" | tail -40
+            ls -l "findings/$target"
+        fi
+    } >"$results/$target.out"
     rm -rf "$work" "$work.log"
     rmdir "findings/$target" 2>/dev/null || true
+}
+running=0
+for target in "${targets[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
+    fuzz "$target" &
+    running=$((running + 1))
 done
+wait
+status=0
+for target in "${targets[@]}"; do
+    cat "$results/$target.out"
+    [ -e "$results/$target.failed" ] && status=1
+done
+rm -rf "$results"
 rmdir findings 2>/dev/null || true
 exit $status
