@@ -8,10 +8,12 @@ upstream_port=$(free_port)
 service_port=$(free_port)
 python3 upstream.py "$upstream_port" & upstream=$!
 trap 'kill $upstream 2>/dev/null || true' EXIT
-swift build --product forecast-service
+# CONVEYOR_SCRATCH_PATH: the build folder the tests used (CI shares one with the Integrations package).
+scratch=(${CONVEYOR_SCRATCH_PATH:+--scratch-path "$CONVEYOR_SCRATCH_PATH"})
+swift build "${scratch[@]}" --product forecast-service
 log=$(mktemp)
 PORT=$service_port UPSTREAM_URL="http://127.0.0.1:$upstream_port" UPSTREAM_CLIENT_SECRET=dev-secret \
-    swift run --skip-build forecast-service >"$log" 2>&1 & service=$!
+    swift run "${scratch[@]}" --skip-build forecast-service >"$log" 2>&1 & service=$!
 for _ in $(seq 100); do
     curl -fs "http://127.0.0.1:$service_port/health" >/dev/null 2>&1 && break
     kill -0 $service 2>/dev/null || { cat "$log"; echo "forecast-service exited"; exit 1; }
