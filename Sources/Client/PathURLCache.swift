@@ -11,12 +11,12 @@ import Foundation
 /// paths are never cached.
 ///
 /// The cache is a table of ``capacity`` slots in pairs: a key may live in either slot of the
-/// pair its hash names (FNV-1a over the key's bytes, a few instructions per byte where
-/// `Hasher` cost 350 per request). A key whose pair is full replaces the entry in its first
-/// slot, so paths that never repeat (`/movies/123`, `/movies/124`, …) cost one lookup and one
-/// store and cannot grow memory, while the paths an app uses all the time are back after their
-/// next request. (An earlier `Dictionary` that started over when full cost ~900 instructions
-/// per hit: hashing, probing and its lock; BENCHMARKS.md.)
+/// pair its hash names (FNV-1a over the key's bytes, a few instructions per byte). A key whose
+/// pair is full replaces the entry in its first slot, so paths that never repeat (`/movies/123`,
+/// `/movies/124`, …) cost one lookup and one store and cannot grow memory, while the paths an app
+/// uses all the time are back after their next request. (A `Dictionary` that started over when full cost about 900 instructions per
+/// hit, its `Hasher` 350 of them; this table about 500, most of it the lock, the hash and the
+/// byte comparison.)
 final class PathURLCache: Sendable {
     struct Key: Sendable {
         var path: String

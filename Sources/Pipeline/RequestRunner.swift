@@ -219,7 +219,9 @@ package struct RequestRunner: Sendable {
         }
 
         // Nothing to prepare (no `additionalHeaders`, `modify` or `intercept` member): the request
-        // is sent as it is, with no copy of it made for the attempt.
+        // is sent as it is, with no copy of it made for the attempt. Its end repeats the end of
+        // the path below on purpose: one inlined function for both cost every request 77
+        // instructions more (noop0 7,214 -> 7,291, measured side by side).
         if !guarded && plan.additionalHeaders.isEmpty && plan.modify.isEmpty && plan.intercept.isEmpty {
             do throws(NetworkError) {
                 try Self.checkHeaders(of: request)

@@ -416,7 +416,7 @@ extension EventStreamTests {
 
     /// A logging behavior on the chain sees each connection, never an event's data.
     @Test func eventDataNeverReachesTheLog() async throws {
-        let sink = LinesSink()
+        let sink = CapturingLogSink()
         let mock = MockTransport()
         mock.enqueue(.events("data: secret-payload-7731\n\n", end: .failure(URLError(.networkConnectionLost))), .status(204))
         let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock) {
@@ -425,19 +425,15 @@ extension EventStreamTests {
         var seen: [ServerSentEvent] = []
         for try await event in client.events(Request<Data>(path: "/feed")) { seen.append(event) }
         #expect(seen.map(\.data) == ["secret-payload-7731"])
-        let logged = sink.lines.withLock { $0 }
-        #expect(!logged.isEmpty)
-        #expect(!logged.joined().contains("secret-payload-7731"), "\(logged)")
+        #expect(!sink.entries.isEmpty)
+        // Every message and metadata value, and every entry's own description.
+        let logged = sink.text + sink.entries.map { "\($0)" }.joined()
+        #expect(!logged.contains("secret-payload-7731"), "\(logged)")
         #expect(!"\(seen)".contains("secret-payload-7731"))
     }
 }
 
 /// Keeps every log line as text.
-final class LinesSink: LogSink {
-    let lines = Locked<[String]>([])
-    var isEnabled: Bool { true }
-    func write(_ entry: LogEntry) { lines.withLock { $0.append("\(entry)") } }
-}
 
 extension EventStreamTests {
     /// An app reads on the main actor: events come in order there too, and the loop's isolation

@@ -133,12 +133,6 @@ enum ResourceUsage {
 }
 
 /// Collects log lines.
-struct Lines: LogSink {
-    let lines = Locked<[String]>([])
-    var isEnabled: Bool { true }
-    func write(_ entry: LogEntry) { lines.withLock { $0.append(entry.message) } }
-}
-
 /// Samples resident memory on a thread of its own until stopped.
 final class PeakSampler: Sendable {
     private let state = Locked<(peak: Int, stopped: Bool)>((ResourceUsage.residentMB(), false))
@@ -273,7 +267,7 @@ final class PeakSampler: Sendable {
             json += "]"
             mock.enqueue(.response(status: 200, headers: ["Content-Type": "application/json"], body: Data(json.utf8)))
         }
-        let sink = Lines()
+        let sink = CapturingLogSink()
         let client = NetworkClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: mock) {
             LoggingBehavior(sink: sink, bodyPreviewLimit: 64)
         }
@@ -284,7 +278,7 @@ final class PeakSampler: Sendable {
         let elapsed = ContinuousClock.now - start
         print("RESOURCES 18 MB body, 64-byte preview: \(elapsed), RSS \(before) MB, peak \(peak) MB")
         #expect(data.count > 17_000_000)
-        let line = try #require(sink.lines.withLock { $0.last })
+        let line = try #require(sink.entries.last?.message)
         #expect(line.contains(#""token":"***""#))
         #expect(!line.contains("tok-3f9a"))
         if assertsMemory { #expect(peak - before < 32, "RSS grew from \(before) MB to \(peak) MB") }

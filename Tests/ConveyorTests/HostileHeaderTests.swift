@@ -13,16 +13,10 @@ import Testing
     static let headers = ["Retry-After", "Date", "Expires", "Last-Modified", "Vary", "Content-Type"]
     static let variants = 0..<5  // Tests/Server/server.py, HOSTILE_VALUES
 
-    struct Sink: LogSink {
-        let lines = Locked<[String]>([])
-        var isEnabled: Bool { true }
-        func write(_ entry: LogEntry) { lines.withLock { $0.append(entry.message) } }
-    }
-
     @Test(arguments: headers)
     func everyHostileValueEndsInAResponseOrATypedError(_ header: String) async throws {
         try await LocalServer.withServer { server in
-            let sink = Sink()
+            let sink = CapturingLogSink()
             let client = NetworkClient(
                 baseURL: server.baseURL, transport: URLSessionTransport(), configuration: .init(clock: ImmediateClock())
             ) {
@@ -50,7 +44,7 @@ import Testing
             let expected = [reached, reached, reached, reached, "transportFailed", "transportFailed", reached, reached,
                 "transportFailed", "transportFailed"]
             #expect(outcomes == expected, "\(outcomes)")
-            #expect(sink.lines.withLock { $0.count } >= 10)
+            #expect(sink.entries.count >= 10)
         }
     }
 }

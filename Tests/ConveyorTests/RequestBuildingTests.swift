@@ -85,7 +85,7 @@ import Testing
 @Suite struct FragmentNeverSentTests {
     @Test func anAbsoluteURLsFragmentReachesNeitherTheServerNorTheLog() async throws {
         try await LocalServer.withServer { server in
-            let sink = Lines()
+            let sink = CapturingLogSink()
             let client = NetworkClient(baseURL: server.baseURL, transport: URLSession(configuration: .ephemeral)) {
                 LoggingBehavior(sink: sink, bodyPreviewLimit: 4096)
             }
@@ -95,7 +95,7 @@ import Testing
                 Request(path: server.baseURL.absoluteString + "/echo?page=2#access_token=\(token)&state=s"))
             #expect(echo.path == "/echo")
             #expect(echo.rawQuery == "page=2")
-            let lines = sink.lines.withLock { $0 }
+            let lines = sink.entries.map(\.message)
             #expect(!lines.isEmpty)
             for line in lines { #expect(!line.contains(token) && !line.contains("%23"), "\(line)") }
         }
