@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "ConveyorMetrics", targets: ["ConveyorMetrics"]),
         .library(name: "ConveyorTracing", targets: ["ConveyorTracing"]),
         .library(name: "ConveyorOpenAPI", targets: ["ConveyorOpenAPI"]),
+        .library(name: "ConveyorPostgres", targets: ["ConveyorPostgres"]),
     ],
     dependencies: [
         .package(name: "Conveyor", path: ".."),
@@ -28,6 +29,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-openapi-runtime.git", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // SHA-256 of cache keys; PostgresNIO depends on it already, so it adds nothing to the build.
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
     ],
     targets: [
         .target(
@@ -81,6 +85,29 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strictSettings),
+        // A CacheStorage in a PostgreSQL table, shared by a fleet (Docs/Caching.md).
+        .target(
+            name: "ConveyorPostgres",
+            dependencies: [
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strictSettings),
+        // The second process of the shared-cache tests (not a product): a client with a
+        // PostgresCacheStorage that sends what the test writes to its standard input.
+        .executableTarget(
+            name: "cache-peer",
+            dependencies: [
+                "ConveyorPostgres", "ConveyorAsyncHTTPClient",
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/CachePeer", swiftSettings: strictSettings),
         // The client swift-openapi-generator wrote from Sources/TestServerAPI/openapi.yaml (the
         // test server's routes), committed; regenerate.sh writes it again (not a product).
         .target(
@@ -116,7 +143,8 @@ let package = Package(
             name: "ConveyorIntegrationsTests",
             dependencies: [
                 "ConveyorAsyncHTTPClient", "ConveyorLogging", "ConveyorMetrics", "ConveyorTracing",
-                "ConveyorOpenAPI", "TestServerAPI", "IntegrationsTestSupport",
+                "ConveyorOpenAPI", "ConveyorPostgres", "TestServerAPI", "IntegrationsTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ConveyorTesting", package: "Conveyor"),
                 .product(name: "ConveyorTransportConformance", package: "Conveyor"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),

@@ -69,6 +69,34 @@ import Testing
         }
     }
 
+    /// `freshUntil` is what a storage uses to drop entries (PostgresCacheStorage's expiry): it must
+    /// say exactly what the cache itself decides, for generated headers and ages.
+    @Test func freshUntilAgreesWithTheCachesOwnFreshnessForGeneratedEntries() {
+        var random = SplitMix64(state: 51)
+        let controls = ["max-age=0", "max-age=1", "max-age=60", "max-age=3600, no-cache", "no-cache", "", "public",
+            "max-age=99999999999999999999"]
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        let cache = CacheBehavior()
+        for _ in 0..<3_000 {
+            var headers: HTTPHeaders = ["Cache-Control": controls[Int(random.next() % UInt64(controls.count))]]
+            if random.next() % 3 == 0 { headers["Age"] = String(random.next() % 120) }
+            if random.next() % 3 == 0 { headers["Date"] = HTTPDate.format(base.addingTimeInterval(-Double(random.next() % 90))) }
+            if random.next() % 4 == 0 { headers["Expires"] = HTTPDate.format(base.addingTimeInterval(Double(random.next() % 200))) }
+            let sent = base.addingTimeInterval(-Double(random.next() % 5))
+            let entry = CachedResponse(
+                status: 200, headers: headers, body: Data(), requestTime: sent, responseTime: base, varyValues: [],
+                credentials: "")
+            for offset in [-1.0, 0, 0.5, 1, 30, 59.5, 60, 61, 3_599, 3_601, 1e9] {
+                let now = base.addingTimeInterval(offset)
+                let fresh = cache.isFreshForTesting(entry, at: now)
+                // Within a microsecond of the boundary the two computations may round apart.
+                if abs(now.timeIntervalSince(entry.freshUntil)) > 1e-6 {
+                    #expect(fresh == (now < entry.freshUntil), "\(headers) at +\(offset)")
+                }
+            }
+        }
+    }
+
     @Test func everyTruncationAndEveryByteFlipOfAnEncodedEntryIsRejected() {
         let entry = CachedResponse(
             status: 200, headers: ["Cache-Control": "max-age=60", "ETag": "\"x\""], body: Data("hello, world".utf8),

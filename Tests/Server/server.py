@@ -315,7 +315,8 @@ class Handler(BaseHTTPRequestHandler):
     # /cache/<name>?cc=<Cache-Control>&etag=<ETag>&lm=<Last-Modified>&vary=<header name>
     #   counts every request to <name>; sends the given headers; answers a GET with 304 when its
     #   If-None-Match equals etag (or, without etag, its If-Modified-Since equals lm); the JSON body
-    #   carries the count, the method and the value of the header named by vary.
+    #   carries the count, the method and the value of the header named by vary (and, with
+    #   pad=N, N bytes of padding: a large body for the shared cache's concurrent writers).
     # /cache/<name>/count  the count so far, without counting (proves whether the server was asked).
     def cache(self, parts, arg):
         key = "cache/" + parts[1]
@@ -335,8 +336,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send(304, headers=headers)
             return
         varied = self.headers.get(arg("vary")) if arg("vary") else None
-        self.send(200, {"count": count, "method": self.command, "varied": varied,
-                        "cookie": self.headers.get("Cookie")}, headers=headers)
+        reply = {"count": count, "method": self.command, "varied": varied, "cookie": self.headers.get("Cookie")}
+        if arg("pad") is not None:
+            reply["pad"] = "p" * min(int(arg("pad")), 1 << 20)
+        self.send(200, reply, headers=headers)
 
     # --- Large transfers (Tests/ConveyorTests/TransferServerTests.swift, transfer-bench) -------
     # /blob?bytes=N  N bytes, byte i = i % 256, with ETag "blob-N", a fixed Last-Modified and

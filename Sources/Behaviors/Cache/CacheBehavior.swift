@@ -150,6 +150,11 @@ public struct CacheBehavior: AttemptIntercepting {
         }
     }
 
+    /// Whether a plain request (no `Cache-Control` of its own) would be answered with `entry` at `now`.
+    package func isFreshForTesting(_ entry: CachedResponse, at now: Date) -> Bool {
+        isFresh(entry, at: now, for: CacheControl())
+    }
+
     private func isFresh(_ entry: CachedResponse, at now: Date, for control: CacheControl) -> Bool {
         guard !control.noCache, !entry.requiresRevalidation else { return false }
         let age = entry.age(at: now)

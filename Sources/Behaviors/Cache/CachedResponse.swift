@@ -83,8 +83,20 @@ public struct CachedResponse: Sendable, Hashable {
         lastModified = headers["Last-Modified"]
     }
 
-    /// Whether it carries a validator, so a stale copy can be revalidated with a conditional request.
-    var hasValidator: Bool { entityTag != nil || lastModified != nil }
+    /// Whether it carries a validator (`ETag` or `Last-Modified`), so that a stale copy can still
+    /// be revalidated with a conditional request. A storage may drop a stale entry without one:
+    /// ``CacheBehavior`` never uses it again.
+    public var hasValidator: Bool { entityTag != nil || lastModified != nil }
+
+    /// When it stops being fresh (RFC 9111 §4.2), on the clock of the ``CacheBehavior`` that
+    /// stored it: until then a request is answered with it without the network; after, only once
+    /// the server confirmed it (``hasValidator``). `Date.distantPast` for an entry that is never
+    /// fresh (stored with `no-cache`, or already as old as its lifetime when it arrived).
+    public var freshUntil: Date {
+        let remaining = freshnessLifetime - initialAge
+        guard !requiresRevalidation, remaining > 0 else { return .distantPast }
+        return responseTime.addingTimeInterval(remaining)
+    }
 
     /// `current_age` at `now`, in seconds (RFC 9111 §4.2.3).
     func age(at now: Date) -> Double { initialAge + max(0, now.timeIntervalSince(responseTime)) }
