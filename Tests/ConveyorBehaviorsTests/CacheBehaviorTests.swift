@@ -318,19 +318,58 @@ import Testing
         #expect(storage.count == 1)  // only the last permitted one
     }
 
-    @Test func differentCredentialsNeverShareAnEntry() async throws {
+    @Test func differentCredentialsNeverShareAPrivateOrUnmarkedEntry() async throws {
         let client = client()
-        mock.enqueue(.text("for a", headers: ["Cache-Control": "public, max-age=60"]))
+        let permissions = ["private, max-age=60", "must-revalidate, max-age=60", "public, private, max-age=60",
+            "s-maxage=60, private"]
+        for (index, permission) in permissions.enumerated() {
+            mock.enqueue(.text("for a", headers: ["Cache-Control": permission]))
+            _ = try await get(client, "/p\(index)", headers: ["Authorization": "Bearer token-a"])
+            mock.enqueue(.text("for b", headers: ["Cache-Control": permission]))
+            #expect(text(try await get(client, "/p\(index)", headers: ["Authorization": "Bearer token-b"])) == "for b")
+            mock.enqueue(.text("anonymous", headers: ["Cache-Control": permission]))
+            #expect(text(try await get(client, "/p\(index)")) == "anonymous")
+            mock.enqueue(.text("with a key", headers: ["Cache-Control": permission]))
+            #expect(text(try await get(client, "/p\(index)", headers: ["X-API-Key": "key-1"])) == "with a key")
+        }
+        #expect(mock.requests.count == 16)
+        // The same key: a hit (private and must-revalidate are stored for their credentials).
+        #expect(text(try await get(client, "/p0", headers: ["X-API-Key": "key-1"])) == "with a key")
+        #expect(mock.requests.count == 16)
+    }
+
+    /// `public` (or `s-maxage`) without `private`: the server says any cache may give the answer
+    /// to anyone (RFC 9111 §3.5), what a cache shared by a fleet relies on; `Vary: Authorization`
+    /// still keeps it per credential.
+    @Test func aPublicAnswerIsUsedWhateverTheCredentials() async throws {
+        let client = client()
+        for (index, permission) in ["public, max-age=60", "s-maxage=60, max-age=60"].enumerated() {
+            mock.enqueue(.text("for a", headers: ["Cache-Control": permission]))
+            _ = try await get(client, "/p\(index)", headers: ["Authorization": "Bearer token-a"])
+            #expect(text(try await get(client, "/p\(index)", headers: ["Authorization": "Bearer token-b"])) == "for a")
+            #expect(text(try await get(client, "/p\(index)")) == "for a")
+            #expect(text(try await get(client, "/p\(index)", headers: ["Cookie": "sid=1"])) == "for a")
+        }
+        #expect(mock.requests.count == 2)
+        mock.enqueue(.text("for a", headers: ["Cache-Control": "public, max-age=60", "Vary": "Authorization"]))
+        _ = try await get(client, "/varied", headers: ["Authorization": "Bearer token-a"])
+        mock.enqueue(.text("for b", headers: ["Cache-Control": "public, max-age=60", "Vary": "Authorization"]))
+        #expect(text(try await get(client, "/varied", headers: ["Authorization": "Bearer token-b"])) == "for b")
+        #expect(mock.requests.count == 4)
+    }
+
+    /// A shared answer that a 304 makes `private` is no longer shared: it belongs to whoever
+    /// revalidated it.
+    @Test func aPublicAnswerRevalidatedAsPrivateBelongsToTheRevalidatingCredentials() async throws {
+        let client = client()
+        mock.enqueue(.text("shared", headers: ["Cache-Control": "public, no-cache", "ETag": "\"v1\""]))
         _ = try await get(client, headers: ["Authorization": "Bearer token-a"])
-        mock.enqueue(.text("for b", headers: ["Cache-Control": "public, max-age=60"]))
+        mock.enqueue(.status(304, headers: ["Cache-Control": "private, no-cache", "ETag": "\"v1\""]))
+        #expect(text(try await get(client, headers: ["Authorization": "Bearer token-a"])) == "shared")
+        mock.enqueue(.text("for b", headers: ["Cache-Control": "private, no-cache", "ETag": "\"v2\""]))
         #expect(text(try await get(client, headers: ["Authorization": "Bearer token-b"])) == "for b")
-        mock.enqueue(.text("anonymous", headers: ["Cache-Control": "public, max-age=60"]))
-        #expect(text(try await get(client)) == "anonymous")
-        mock.enqueue(.text("with a key", headers: ["Cache-Control": "public, max-age=60"]))
-        #expect(text(try await get(client, headers: ["X-API-Key": "key-1"])) == "with a key")
-        #expect(mock.requests.count == 4)
-        #expect(text(try await get(client, headers: ["X-API-Key": "key-1"])) == "with a key")  // same key: a hit
-        #expect(mock.requests.count == 4)
+        // token-b's request went out unconditional: the stored entry was not offered to it.
+        #expect(mock.requests.last?.headers["If-None-Match"] == nil && mock.requests.count == 3)
     }
 
     @Test func setCookieAndCredentialHeadersAreNeverStoredOrReplayed() async throws {

@@ -102,7 +102,9 @@ import Testing
         }
     }
 
-    @Test func aPrivateAnswerGoesOnlyToTheSameCredentialsAndNoCredentialReachesTheTable() async throws {
+    @Test func aPrivateAnswerGoesOnlyToTheSameCredentialsAPublicOneToAnyoneAndNoCredentialReachesTheTable()
+        async throws
+    {
         let alice = "Bearer tok-3f9a-SECRET-alice"
         let bob = "Bearer tok-3f9a-SECRET-bob"
         try await withTwoProcesses { one, other, server in
@@ -121,6 +123,11 @@ import Testing
             let plain = "/cache/\(name)-plain?cc=max-age%3D600"
             #expect(try await one.send("GET", plain, "Authorization: \(alice)").outcome == "miss")
             #expect(try await other.send("GET", plain, "Authorization: \(alice)").outcome == "miss")
+            // A `public` answer is anyone's: what one credential fetched answers another.
+            let open = "/cache/\(name)-public?cc=public%2C%20max-age%3D600"
+            #expect(try await one.send("GET", open, "Authorization: \(alice)").outcome == "miss")
+            #expect(try await other.send("GET", open, "Authorization: \(bob)").outcome == "hit")
+            #expect(try await other.send("GET", open).outcome == "hit")
 
             // What the table holds: no credential (in any spelling a leak could take), no URL.
             let bytes = try await one.tableBytes()

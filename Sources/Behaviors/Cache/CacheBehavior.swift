@@ -23,9 +23,11 @@ public import Foundation
 /// ### Credentials
 /// A response to a request that carries a credential header (`Authorization`, `Cookie`, an API
 /// key: any of ``SensitiveHeaders``) is stored only when the response allows it with `public`,
-/// `private`, `s-maxage` or `must-revalidate`. A stored response is only ever used for a request
-/// with the same credentials: the entry keeps a SHA-256 digest of them (never the values). Stored
-/// headers leave out `Set-Cookie` and every other credential header.
+/// `private`, `s-maxage` or `must-revalidate`. A stored response is used only for a request with
+/// the same credentials (the entry keeps a SHA-256 digest of them, never the values), unless the
+/// server marked it `public` or gave it an `s-maxage` without `private`: any cache may give such
+/// a response to anyone (RFC 9111 §3.5), so it is used whatever the credentials. Stored headers
+/// leave out `Set-Cookie` and every other credential header.
 ///
 /// ### Where it goes in the chain
 /// It answers in `intercept`, so behaviors registered before it see a hit like any response
@@ -106,7 +108,8 @@ public struct CacheBehavior: AttemptIntercepting {
                 await storage.removeEntry(for: key)
                 return try await fetch(request, key: key, credentials: credentials, control: requestControl, context: context, next: next)
             }
-            let updated = entry.updated(with: response.headers, requestTime: requestTime, responseTime: responseTime)
+            let updated = entry.updated(
+                with: response.headers, requestTime: requestTime, responseTime: responseTime, requester: credentials)
             if CacheControl(response.headers).noStore {
                 await storage.removeEntry(for: key)
             } else {
@@ -231,6 +234,9 @@ public struct CacheBehavior: AttemptIntercepting {
                 return nil
             }
         }
+        // `public` or `s-maxage` without `private`: the server says any cache may give it to
+        // anyone (RFC 9111 §3.5), so every credential may use it; otherwise only the same ones.
+        let identity = control.allowsSharing ? CredentialFingerprint.anyone : credentials
         let varied = Vary.names(in: headers)
         guard !varied.contains("*") else { return nil }
         let entry = CachedResponse(
@@ -238,7 +244,7 @@ public struct CacheBehavior: AttemptIntercepting {
             headers: HTTPHeaders(headers.filter { isStoredHeader($0.name, sensitive: response.request.sensitiveHeaders) }),
             body: response.body, requestTime: requestTime, responseTime: responseTime,
             varyValues: varied.map { Vary.value(of: $0, in: response.request.headers, sensitive: response.request.sensitiveHeaders) },
-            credentials: credentials)
+            credentials: identity)
         // Useful only if it can be fresh, or revalidated.
         guard entry.freshnessLifetime > 0 || entry.hasValidator else { return nil }
         return entry

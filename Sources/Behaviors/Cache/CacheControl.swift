@@ -19,6 +19,10 @@ package struct CacheControl: Sendable, Equatable {
     /// `only-if-cached` (request): answer from storage or with 504.
     var onlyIfCached = false
 
+    /// `public`, or an `s-maxage`, without `private`: the server lets any cache give the response
+    /// to anyone (RFC 9111 §3.5), so it is not tied to the credentials that fetched it.
+    var allowsSharing: Bool { (isPublic || sharedMaxAge != nil) && !isPrivate }
+
     /// The largest delta-seconds RFC 9111 §1.2.2 asks a cache to keep (2^31).
     package static let maximumDelta = 2_147_483_648
 

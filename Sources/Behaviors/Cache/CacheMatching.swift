@@ -13,6 +13,9 @@ enum CredentialFingerprint {
         guard !parts.isEmpty else { return "" }
         return SHA256.hex(parts.sorted().joined(separator: "\n"))
     }
+
+    /// The identity of an entry any credentials may use (a `public` answer); never a digest.
+    static let anyone = "*"
 }
 
 /// `Vary` (RFC 9111 §4.1).
@@ -49,13 +52,13 @@ extension CachedResponse {
     /// Whether a request may be answered with this entry: same credentials, same values of the
     /// headers `Vary` named.
     func matches(_ headers: HTTPHeaders, credentials: String, sensitive: SensitiveHeaders = .standard) -> Bool {
-        guard self.credentials == credentials else { return false }
+        guard self.credentials == CredentialFingerprint.anyone || self.credentials == credentials else { return false }
         return varyValues.allSatisfy { Vary.value(of: $0.name, in: headers, sensitive: sensitive) == $0 }
     }
 
     /// The entry after a `304 Not Modified`: its headers updated with the 304's (RFC 9111 §3.2),
     /// times of this exchange.
-    func updated(with notModified: HTTPHeaders, requestTime: Date, responseTime: Date) -> CachedResponse {
+    func updated(with notModified: HTTPHeaders, requestTime: Date, responseTime: Date, requester: String) -> CachedResponse {
         var headers = self.headers
         // The stored `Date` and `Age` describe the old exchange: without new ones, this
         // exchange's time is the response's age origin (a kept old `Date` would make the
@@ -70,8 +73,11 @@ extension CachedResponse {
             if replaced.insert(lower).inserted { headers.remove(name: field.name) }
             headers.add(name: field.name, value: field.value)
         }
+        // An answer that is no longer `public` belongs to the credentials that revalidated it.
+        let shared = credentials == CredentialFingerprint.anyone
+        let identity = shared && !CacheControl(headers).allowsSharing ? requester : credentials
         return CachedResponse(
             status: status, headers: headers, body: body, requestTime: requestTime, responseTime: responseTime,
-            varyValues: varyValues, credentials: credentials)
+            varyValues: varyValues, credentials: identity)
     }
 }
