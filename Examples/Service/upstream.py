@@ -2,7 +2,8 @@
 """A stand-in for the weather API forecast-service calls, for trying the service by hand:
 `python3 upstream.py 9090`. POST /token exchanges client credentials (any id, the secret in
 $UPSTREAM_CLIENT_SECRET or "dev-secret") for a bearer token; GET /weather/<city> needs it and
-answers with the weather (a 503 with Retry-After: 1 once in a while, so the retry shows)."""
+answers with the weather (a 503 with Retry-After: 1 once in a while, so the retry shows);
+GET /calls/<city> says how many weather answers it gave for the city (smoke.sh reads it)."""
 import json
 import os
 import random
@@ -12,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SECRET = os.environ.get("UPSTREAM_CLIENT_SECRET", "dev-secret")
 TOKENS = set()
+CALLS = {}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -43,6 +45,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         parts = self.path.strip("/").split("/")
+        if len(parts) == 2 and parts[0] == "calls":
+            return self.reply(200, {"calls": CALLS.get(parts[1], 0)})
         if len(parts) != 2 or parts[0] != "weather":
             return self.reply(404)
         auth = self.headers.get("Authorization", "")
@@ -51,9 +55,10 @@ class Handler(BaseHTTPRequestHandler):
         if random.random() < 0.2:
             return self.reply(503, headers=[("Retry-After", "1")])
         city = parts[1]
+        CALLS[city] = CALLS.get(city, 0) + 1
         self.reply(200, {"city": city.capitalize(), "temperature": round(random.uniform(-5, 30), 1),
                          "summary": random.choice(["sunny", "cloudy", "rain", "fog"])},
-                   headers=[("Cache-Control", "private, max-age=30")])
+                   headers=[("Cache-Control", "public, max-age=30")])
 
 
 if __name__ == "__main__":

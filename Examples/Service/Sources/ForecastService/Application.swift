@@ -2,9 +2,11 @@ import AsyncHTTPClient
 import Conveyor
 import ConveyorAsyncHTTPClient
 import ConveyorMetrics
+import ConveyorPostgres
 import Foundation
 import Hummingbird
 import Logging
+import PostgresNIO
 import ServiceLifecycle
 import Tracing
 
@@ -50,16 +52,22 @@ public struct ServiceConfiguration: Sendable {
     public var port: Int
     /// The upstream API.
     public var upstream: UpstreamConfiguration
+    /// The PostgreSQL database every instance keeps the upstream's answers in
+    /// (`postgres://user:password@host:port/database`); `nil` keeps them in this process's memory.
+    public var cacheDatabase: URL?
 
     /// Creates the settings.
-    public init(host: String = "127.0.0.1", port: Int = 8080, upstream: UpstreamConfiguration) {
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, upstream: UpstreamConfiguration, cacheDatabase: URL? = nil
+    ) {
         self.host = host
         self.port = port
         self.upstream = upstream
+        self.cacheDatabase = cacheDatabase
     }
 
     /// From the environment: `HOST`, `PORT`, `UPSTREAM_URL`, `UPSTREAM_CLIENT_ID`,
-    /// `UPSTREAM_CLIENT_SECRET`.
+    /// `UPSTREAM_CLIENT_SECRET`, `CACHE_DATABASE_URL`.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment)
         -> ServiceConfiguration
     {
@@ -69,8 +77,26 @@ public struct ServiceConfiguration: Sendable {
             upstream: UpstreamConfiguration(
                 baseURL: environment["UPSTREAM_URL"].flatMap(URL.init(string:)) ?? URL(string: "http://127.0.0.1:9090")!,
                 clientID: environment["UPSTREAM_CLIENT_ID"] ?? "forecast-service",
-                clientSecret: environment["UPSTREAM_CLIENT_SECRET"] ?? ""))
+                clientSecret: environment["UPSTREAM_CLIENT_SECRET"] ?? ""),
+            cacheDatabase: environment["CACHE_DATABASE_URL"].flatMap(URL.init(string:)))
     }
+}
+
+/// Why the service could not start.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    /// What is wrong (never the database's password).
+    public let description: String
+}
+
+/// The database's client configuration from a `postgres://` URL (TLS off: a database on the
+/// same network; turn it on for one that is not).
+func postgresConfiguration(_ url: URL) throws -> PostgresClient.Configuration {
+    guard let parts = URLComponents(url: url, resolvingAgainstBaseURL: false), parts.scheme == "postgres",
+        let host = parts.host, let user = parts.user
+    else { throw ConfigurationError(description: "CACHE_DATABASE_URL must be postgres://user:password@host:port/database") }
+    return PostgresClient.Configuration(
+        host: host, port: parts.port ?? 5432, username: user, password: parts.password,
+        database: parts.path.count > 1 ? String(parts.path.dropFirst()) : nil, tls: .disable)
 }
 
 /// The application: its routes, the upstream client, and the `HTTPClient`'s lifecycle.
@@ -86,16 +112,26 @@ public func buildApplication(
     metrics: SwiftMetricsSink = SwiftMetricsSink(), clock: any Clock<Duration> = ContinuousClock(),
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
+    // The shared cache, when configured: the PostgresClient is a service of the group (it runs
+    // before the HTTP server starts and stops after it), the storage bounds every call it makes.
+    var services: [any Service] = []
+    var cache: any CacheStorage = MemoryCacheStorage()
+    if let url = configuration.cacheDatabase {
+        let database = PostgresClient(configuration: try postgresConfiguration(url), backgroundLogger: logger)
+        cache = try PostgresCacheStorage(client: database, logger: logger)
+        services.append(database)
+    }
     let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
     let upstream: UpstreamClient
     do {
         upstream = try UpstreamClient(
             http: http, configuration: configuration.upstream, logger: logger, tracer: tracer, metrics: metrics,
-            clock: clock)
+            clock: clock, cache: cache)
     } catch {
         try? http.syncShutdown()
         throw error
     }
+    services.append(HTTPClientService(client: http, logger: logger))
     let router = Router()
     router.get("/health") { _, _ in "ok" }
     router.get("/forecast/:city") { _, context -> Forecast in
@@ -108,7 +144,7 @@ public func buildApplication(
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port)),
-        services: [HTTPClientService(client: http, logger: logger)],
+        services: services,
         onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
         logger: logger)
 }

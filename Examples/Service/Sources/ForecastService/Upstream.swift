@@ -88,9 +88,12 @@ public struct UpstreamClient: Sendable {
     ///   - tracer: The tracer; `InstrumentationSystem.tracer` by default.
     ///   - metrics: The metrics sink; swift-metrics' `MetricsSystem.factory` by default.
     ///   - clock: The clock retry waits sleep on (tests inject one that does not wait).
+    ///   - cache: Where the upstream's answers are kept: this process's memory by default, or a
+    ///     `PostgresCacheStorage` every instance shares.
     public init(
         http: HTTPClient, configuration: UpstreamConfiguration, logger: Logger, tracer: (any Tracer)? = nil,
-        metrics: SwiftMetricsSink = SwiftMetricsSink(), clock: any Clock<Duration> = ContinuousClock()
+        metrics: SwiftMetricsSink = SwiftMetricsSink(), clock: any Clock<Duration> = ContinuousClock(),
+        cache: any CacheStorage = MemoryCacheStorage()
     ) throws {
         let transport = try AsyncHTTPClientTransport(client: http)
         let settings = NetworkClient.Configuration(timeout: .seconds(10), clock: clock)
@@ -103,7 +106,7 @@ public struct UpstreamClient: Sendable {
         self.client = NetworkClient(baseURL: configuration.baseURL, transport: transport, configuration: settings) {
             RetryBehavior()                                      // 503 with Retry-After, timeouts, lost connections
             AuthTokenBehavior(tokens: session, refresher: session)  // a 401 refreshes once and resends
-            CacheBehavior()                                      // max-age answers from memory
+            CacheBehavior(storage: cache)                        // max-age answers, in memory or shared
             DeduplicationBehavior()                              // identical GETs in flight share one call
             TracingBehavior(tracer: tracer)                      // a client span per attempt that goes out
             MetricsBehavior(sink: metrics)                       // http.client.request.duration per attempt

@@ -10,6 +10,7 @@ import InMemoryTracing
 import Logging
 import MetricsTestKit
 import ServiceLifecycle
+import ServiceTestSupport
 import Testing
 import Tracing
 
@@ -26,26 +27,29 @@ struct Harness {
         return logger
     }
 
-    func configuration(upstream: URL) -> ServiceConfiguration {
+    func configuration(upstream: URL, cacheDatabase: URL? = nil) -> ServiceConfiguration {
         ServiceConfiguration(
             port: 0,
             upstream: UpstreamConfiguration(
-                baseURL: upstream, clientID: "forecast-service", clientSecret: UpstreamState.secret))
+                baseURL: upstream, clientID: "forecast-service", clientSecret: UpstreamState.secret),
+            cacheDatabase: cacheDatabase)
     }
 
-    func application(upstream: URL, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in })
-        throws -> some ApplicationProtocol
-    {
+    func application(
+        upstream: URL, cacheDatabase: URL? = nil, onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) throws -> some ApplicationProtocol {
         try buildApplication(
-            configuration(upstream: upstream), logger: logger, tracer: tracer,
+            configuration(upstream: upstream, cacheDatabase: cacheDatabase), logger: logger, tracer: tracer,
             metrics: SwiftMetricsSink(factory: metrics), clock: ImmediateClock(), onServerRunning: onServerRunning)
     }
 
     /// Runs the service (its HTTP client and lifecycle included) on a free port for `body`.
     func withService<Value: Sendable>(
-        upstream: URL, _ body: @Sendable (any TestClientProtocol) async throws -> Value
+        upstream: URL, cacheDatabase: URL? = nil, _ body: @Sendable (any TestClientProtocol) async throws -> Value
     ) async throws -> Value {
-        try await application(upstream: upstream).test(.live) { client in try await body(client) }
+        try await application(upstream: upstream, cacheDatabase: cacheDatabase).test(.live) { client in
+            try await body(client)
+        }
     }
 }
 
@@ -55,8 +59,11 @@ extension TestClientProtocol {
     }
 }
 
-// Each test is bounded: a hang fails it (and cancels it) instead of holding CI.
-@Suite(.timeLimit(.minutes(1))) struct ForecastServiceTests {
+// Each test is bounded: a hang fails it (and cancels it) instead of holding CI. One at a time
+// (the whole suite takes a fraction of a second): identicalRequestsInFlightShareOneUpstreamCall
+// gives its callers turns to join the call in flight, and beside the two-instance test's database
+// work it once let one caller arrive after the release (1 run in 5).
+@Suite(.timeLimit(.minutes(1)), .serialized) struct ForecastServiceTests {
     @Test func aForecastSignsInOnceAndTheSecondIsACacheHit() async throws {
         let harness = Harness()
         try await withUpstream { upstream, state in
@@ -73,6 +80,36 @@ extension TestClientProtocol {
             #expect(await state.unauthorized == 1)
             #expect(await state.tokensIssued == 1)
             #expect(await state.hits("paris") == 1)
+        }
+    }
+
+    /// Two instances of the service, each with its own HTTP client, token and database client,
+    /// share one cache on PostgreSQL: the second answers from what the first fetched, and the
+    /// upstream sees one call (the second instance never even signs in).
+    @Test func twoInstancesShareOneCacheOnPostgreSQL() async throws {
+        let database = try await TestPostgres.shared()
+        // Both use the default table; the city is new to it (a random name).
+        let first = Harness()
+        let second = Harness()
+        try await withUpstream { upstream, state in
+            try await first.withService(upstream: upstream, cacheDatabase: database.url) { one in
+                try await second.withService(upstream: upstream, cacheDatabase: database.url) { other in
+                    let city = "city" + String(UUID().uuidString.prefix(8).filter(\.isLetter)).lowercased()
+                    let fetched = try await one.get("/forecast/\(city)")
+                    let shared = try await other.get("/forecast/\(city)")
+                    #expect(fetched.status == 200 && shared.status == 200)
+                    let forecasts = try [fetched, shared].map {
+                        try JSONDecoder().decode(Forecast.self, from: Data($0.body.utf8))
+                    }
+                    #expect(forecasts[0] == forecasts[1] && forecasts[0].text == "Sunny, 21.5 °C")
+                }
+            }
+            #expect(await state.tokensIssued == 1)
+            #expect(await state.hitsAll == 1)
+        }
+        // Nothing either instance logged holds a secret (the database's password included).
+        for entry in first.logs.entries + second.logs.entries {
+            #expect(!"\(entry.message) \(entry.metadata)".contains("SECRET"), "\(entry)")
         }
     }
 

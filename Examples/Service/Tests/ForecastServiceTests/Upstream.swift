@@ -10,12 +10,13 @@ import Testing
 /// - `oslo`: 503 with `Retry-After: 0` the first time, then the weather;
 /// - `atlantis`: always 500; `nowhere`: 404;
 /// - `slowtown`: held until the test releases it (`no-store`, so no cache can answer);
-/// - any other city: the weather, cacheable by its client for a minute (`private`: it was
-///   asked for with a credential).
+/// - any other city: the weather, cacheable for a minute by any cache (`public`: the weather is
+///   the same whoever asks, so instances that sign in with tokens of their own share it).
+/// Every token it issued is good until `expire()` (each instance of the service signs in itself).
 actor UpstreamState {
     static let secret = "client-s3cret-SECRET"
     private(set) var tokensIssued = 0
-    private(set) var current: String?
+    private var valid: Set<String> = []
     private(set) var unauthorized = 0
     private var hits: [String: Int] = [:]
     private var released = false
@@ -26,18 +27,21 @@ actor UpstreamState {
     init() { (arrivals, arrived) = AsyncStream.makeStream() }
 
     func hits(_ city: String) -> Int { hits[city, default: 0] }
+    /// Weather requests that reached the upstream, every city together.
+    var hitsAll: Int { hits.values.reduce(0, +) }
 
     func issue() -> String {
         tokensIssued += 1
-        current = "tok-\(tokensIssued)-SECRET"
-        return current!
+        let token = "tok-\(tokensIssued)-SECRET"
+        valid.insert(token)
+        return token
     }
 
-    /// Expires the current token: the next request gets a 401.
-    func expire() { current = "expired-\(UUID())" }
+    /// Expires every token: the next request gets a 401.
+    func expire() { valid = [] }
 
     func authorize(_ header: String?) -> Bool {
-        guard let current, header == "Bearer \(current)" else {
+        guard let header, header.hasPrefix("Bearer "), valid.contains(String(header.dropFirst(7))) else {
             unauthorized += 1
             return false
         }
@@ -92,7 +96,7 @@ func upstreamApplication(_ state: UpstreamState) -> some ApplicationProtocol {
     return Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
 }
 
-func json(_ text: String, cacheControl: String = "private, max-age=60") -> Response {
+func json(_ text: String, cacheControl: String = "public, max-age=60") -> Response {
     Response(
         status: .ok, headers: [.contentType: "application/json", .cacheControl: cacheControl],
         body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
