@@ -4,6 +4,7 @@
 //   swift package --package-path Benchmarks benchmark                     (in-memory scenarios)
 //   swift run --package-path Benchmarks -c release loopback-bench         (end to end over 127.0.0.1)
 //   swift run --package-path Benchmarks -c release cache-bench            (cached vs network GET over 127.0.0.1)
+//   swift run --package-path Benchmarks -c release shared-cache-bench     (PostgreSQL hit vs memory hit vs upstream miss; needs CONVEYOR_POSTGRES_URL)
 //   swift run --package-path Benchmarks -c release transfer-bench         (1 GiB down and up vs curl over 127.0.0.1)
 //   swift run --package-path Benchmarks -c release concurrency-bench      (1/8/64 requests in flight, in memory)
 //   swift run --package-path Benchmarks -c release hostile-bench          (parsers at 1/16/64 KB of hostile input)
@@ -23,6 +24,9 @@ let package = Package(
         .package(name: "ConveyorIntegrations", path: "../Integrations"),
         .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        // The shared cache's storage and its database client (shared-cache-bench).
+        .package(url: "https://github.com/vapor/postgres-nio.git", exact: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         // The generated client on swift-openapi-runtime's own transports (openapi-bench).
         .package(url: "https://github.com/apple/swift-openapi-urlsession", exact: "1.4.0"),
         .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", exact: "1.5.0"),
@@ -65,6 +69,17 @@ let package = Package(
         .executableTarget(
             name: "cache-bench", dependencies: ["BenchSupport", .product(name: "Conveyor", package: "Conveyor")],
             path: "Sources/CacheBench"),
+        .executableTarget(
+            name: "shared-cache-bench",
+            dependencies: [
+                "BenchSupport", .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "ConveyorAsyncHTTPClient", package: "ConveyorIntegrations"),
+                .product(name: "ConveyorPostgres", package: "ConveyorIntegrations"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Sources/SharedCacheBench"),
         // 1 GiB down and up through NetworkClient and curl over loopback: time and peak memory.
         .executableTarget(
             name: "transfer-bench",
