@@ -113,6 +113,7 @@ func upstreamClient(http: HTTPClient, session: some TokenProvider & TokenRefresh
 
     @Test(arguments: [
         ("Docs/Integrations.md", "DocExamplesTests.swift", 6), ("Docs/OpenAPI.md", "OpenAPIGuideExamples.swift", 5),
+        ("Docs/Caching.md", "CachingGuideExamples.swift", 1),
     ])
     func everyExampleOfTheGuideIsCompiledHere(guide path: String, copies: String, count: Int) throws {
         let here = URL(fileURLWithPath: #filePath)
