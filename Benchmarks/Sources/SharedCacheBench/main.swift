@@ -68,7 +68,7 @@ let postgres = PostgresClient(
     configuration: .init(
         host: host, port: database.port ?? 5432, username: database.user ?? "postgres", password: database.password,
         database: String(database.path.dropFirst()), tls: .disable),
-    backgroundLogger: logger)
+    backgroundLogger: Logger(label: "postgres") { _ in SwiftLogNoOpLogHandler() })
 let runner = Task { await postgres.run() }
 let table = "bench_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
 // A generous timeout: this measures the database's answers, not its absence.

@@ -48,7 +48,11 @@ logger.logLevel = .warning
 let configuration = PostgresClient.Configuration(
     host: database.host ?? "127.0.0.1", port: database.port ?? 5432, username: database.user ?? "postgres",
     password: database.password, database: String(database.path.dropFirst()), tls: .disable)
-let postgres = PostgresClient(configuration: configuration, backgroundLogger: logger)
+// PostgresClient's background lines at errors only: it warns when the first query comes before
+// `run()` has started (the query waits for it), which is this program's first command.
+var background = logger
+background.logLevel = .error
+let postgres = PostgresClient(configuration: configuration, backgroundLogger: background)
 let runner = Task { await postgres.run() }
 
 let offset = NIOLockedValueBox<TimeInterval>(0)

@@ -292,7 +292,7 @@ import Testing
         let configuration = PostgresClient.Configuration(
             host: "127.0.0.1", port: closed, username: "conveyor", password: "pg-SECRET-7c1d", database: "conveyor",
             tls: .disable)
-        let database = PostgresClient(configuration: configuration, backgroundLogger: Logger(label: "test"))
+        let database = PostgresClient(configuration: configuration, backgroundLogger: Self.quiet)
         let runner = Task { await database.run() }
         defer { runner.cancel() }
         let storage = try PostgresCacheStorage(
@@ -318,7 +318,7 @@ import Testing
         let own = try await TestPostgres.start()
         let logs = InMemoryLogHandler()
         do {
-            let database = PostgresClient(configuration: Self.configuration(own), backgroundLogger: Logger(label: "test"))
+            let database = PostgresClient(configuration: Self.configuration(own), backgroundLogger: Self.quiet)
             let runner = Task { await database.run() }
             defer { runner.cancel() }
             // The default timeout (250 ms) on the real clock: the store after the kill waits on a
@@ -366,6 +366,10 @@ import Testing
         }
     }
 
+    /// PostgresClient's own background lines (a refused connection, on purpose here) kept out of
+    /// the test output.
+    static let quiet = Logger(label: "postgres") { _ in SwiftLogNoOpLogHandler() }
+
     static func configuration(_ server: TestPostgres) -> PostgresClient.Configuration {
         PostgresClient.Configuration(
             host: server.host, port: server.port, username: server.username, password: server.password,
@@ -378,7 +382,7 @@ import Testing
         _ body: (PostgresCacheStorage, PostgresClient) async throws -> T
     ) async throws -> T {
         let server = try await TestPostgres.shared()
-        let database = PostgresClient(configuration: Self.configuration(server), backgroundLogger: Logger(label: "test"))
+        let database = PostgresClient(configuration: Self.configuration(server), backgroundLogger: Self.quiet)
         let runner = Task { await database.run() }
         defer { runner.cancel() }
         let storage = try PostgresCacheStorage(
@@ -595,7 +599,7 @@ extension SharedCacheTests {
     /// This process and a child, both caching in one new table of the shared database, against one server.
     func withTwoProcesses(_ body: (Here, Child, Counter) async throws -> Void) async throws {
         let postgres = try await TestPostgres.shared()
-        let database = PostgresClient(configuration: Self.configuration(postgres), backgroundLogger: Logger(label: "test"))
+        let database = PostgresClient(configuration: Self.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
         let runner = Task { await database.run() }
         defer { runner.cancel() }
         let table = Self.uniqueTable()
