@@ -15,7 +15,7 @@ import Testing
 /// between two processes sharing one table (this test process and a `cache-peer` child, each
 /// with its own NetworkClient, CacheBehavior and PostgresClient), concurrent writers, expiry and
 /// the size bound, and a database that is slow, down or killed mid-request.
-@Suite struct SharedCacheTests {
+@Suite(.timeLimit(.minutes(2))) struct SharedCacheTests {
     // MARK: - The cache's rules across two processes
 
     @Test func aFreshAnswerOfOneProcessAnswersTheOtherUntilItIsStale() async throws {
@@ -283,6 +283,49 @@ import Testing
         }
     }
 
+    /// Calls that wait on a database that does not answer are capped: with 64 waiting, more
+    /// lookups are misses at once, before any timeout.
+    @Test func atMost64CallsWaitOnTheDatabase() async throws {
+        let clock = ManualClock()
+        try await withStorage(clock: clock) { storage, database in
+            try await storage.prepare()
+            let locked = AsyncStream<Void>.makeStream()
+            let release = AsyncStream<Void>.makeStream()
+            let holder = Task {
+                try await database.withTransaction(logger: Self.quiet) { connection in
+                    try await connection.query(
+                        "LOCK TABLE \(unescaped: storage.table) IN ACCESS EXCLUSIVE MODE", logger: Self.quiet)
+                    locked.continuation.yield()
+                    for await _ in release.stream { break }
+                }
+            }
+            for await _ in locked.stream { break }
+            let finished = NIOLockedValueBox(0)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<70 {
+                    group.addTask {
+                        #expect(await storage.entry(for: "https://api.test/\(index)") == nil)
+                        finished.withLockedValue { $0 += 1 }
+                    }
+                }
+                // 64 wait (each with its timer parked on the clock); the other 6 are done already.
+                await clock.waitForSleepers(64)
+                var turns = 0
+                while finished.withLockedValue({ $0 }) < 6 {
+                    turns += 1
+                    try #require(turns < 1_000_000, "the calls past 64 waited")
+                    await Task.yield()
+                }
+                #expect(finished.withLockedValue { $0 } == 6 && clock.sleeperCount == 64)
+                clock.advance(by: storage.timeout)
+                try await group.waitForAll()
+            }
+            #expect(finished.withLockedValue { $0 } == 70)
+            release.continuation.yield()
+            try await holder.value
+        }
+    }
+
     /// Nothing listens where the database should be: every request still succeeds, the first
     /// after the timeout, the others at once during the cool-down.
     @Test func aDatabaseThatIsDownIsAMissWithinTheTimeout() async throws {
@@ -321,11 +364,13 @@ import Testing
             let database = PostgresClient(configuration: Self.configuration(own), backgroundLogger: Self.quiet)
             let runner = Task { await database.run() }
             defer { runner.cancel() }
-            // The default timeout (250 ms) on the real clock: the store after the kill waits on a
-            // pool that reconnects in vain, or fails at once; either way within the timeout.
-            let storage = try PostgresCacheStorage(client: database, logger: Logger(label: "cache") { _ in logs })
+            // The store after the kill waits on a pool that reconnects in vain (or fails at once):
+            // its timeout fires as soon as the database is dead (`clock` opens then), and before
+            // that no call can time out, however slow the machine.
+            let clock = GateClock()
+            let storage = try PostgresCacheStorage(client: database, logger: Logger(label: "cache") { _ in logs }, clock: clock)
             try await LocalServer.withServer { server in
-                let killer = KillOnce(own)
+                let killer = KillOnce(own, then: clock.open)
                 let client = NetworkClient(baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient)) {
                     CacheBehavior(storage: storage)
                     killer  // after the cache: runs between its lookup and its store
@@ -353,16 +398,56 @@ import Testing
     /// Kills the test's own database once, on the first attempt that passes it.
     struct KillOnce: AttemptIntercepting {
         let server: TestPostgres
+        let then: @Sendable () -> Void
         let killed = NIOLockedValueBox(false)
-        init(_ server: TestPostgres) { self.server = server }
+        init(_ server: TestPostgres, then: @escaping @Sendable () -> Void) {
+            self.server = server
+            self.then = then
+        }
         func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
             -> HTTPResponse
         {
             if !killed.withLockedValue({ $0 }) {
                 try await server.kill()
                 killed.withLockedValue { $0 = true }
+                then()
             }
             return try await next(request)
+        }
+    }
+
+    /// A clock that stands still (so a cool-down never ends) and whose sleepers wait until it is
+    /// opened; once open, every sleep returns at once: a timeout that can fire only after a
+    /// point the test chooses.
+    final class GateClock: Clock, Sendable {
+        typealias Instant = ContinuousClock.Instant
+        let now = ContinuousClock.now
+        var minimumResolution: Duration { .nanoseconds(1) }
+        private let state = NIOLockedValueBox((open: false, parked: [UUID: CheckedContinuation<Void, any Error>]()))
+
+        func open() {
+            let parked = state.withLockedValue { state in
+                state.open = true
+                defer { state.parked = [:] }
+                return Array(state.parked.values)
+            }
+            for sleeper in parked { sleeper.resume() }
+        }
+
+        func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+            let id = UUID()
+            try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (sleeper: CheckedContinuation<Void, any Error>) in
+                    let now: Bool = state.withLockedValue { state in
+                        if state.open || Task.isCancelled { return true }
+                        state.parked[id] = sleeper
+                        return false
+                    }
+                    if now { sleeper.resume() }
+                }
+            } onCancel: {
+                state.withLockedValue { $0.parked.removeValue(forKey: id) }?.resume(throwing: CancellationError())
+            }
         }
     }
 
