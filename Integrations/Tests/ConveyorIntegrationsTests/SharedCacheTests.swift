@@ -219,6 +219,18 @@ import Testing
                 let again = try await client.response(for: Request<Data>(path: hostile, query: ["cc": "max-age=600"]))
                 #expect(again.response.headers["Age"] != nil)
                 #expect(try await count(database, storage.table) == 1)
+                // A row that does not decode (damaged, or another format version) is a miss, and gone.
+                let key = again.response.request.url.absoluteString
+                #expect(await storage.entry(for: key) != nil)
+                for damaged in [Data(), Data("CNVC".utf8), Data(repeating: 0xFF, count: 300)] {
+                    try await database.query("UPDATE \(unescaped: storage.table) SET entry = \(damaged)")
+                    #expect(await storage.entry(for: key) == nil)
+                    #expect(try await count(database, storage.table) == 0)
+                    let fetched = try await client.response(for: Request<Data>(path: hostile, query: ["cc": "max-age=600"]))
+                    #expect(fetched.response.status == 200 && fetched.response.headers["Age"] == nil)
+                    // The miss stored the answer again: one row, whole.
+                    #expect(try await count(database, storage.table) == 1)
+                }
             }
         }
         for bad in ["", "Cache", "1cache", "cache;drop", "cache\"x", "a.b", String(repeating: "a", count: 64), "caché"] {
