@@ -31,8 +31,9 @@ logs=()
 for instance in 1 2; do
     port=$(free_port)
     log=$(mktemp)
+    # 2 s per database call (250 ms by default): the first one also connects and creates the table.
     PORT=$port UPSTREAM_URL="http://127.0.0.1:$upstream_port" UPSTREAM_CLIENT_SECRET=dev-secret \
-        CACHE_DATABASE_URL="$database" "$binary" >"$log" 2>&1 &
+        CACHE_DATABASE_URL="$database" CACHE_DATABASE_TIMEOUT_MS=2000 "$binary" >"$log" 2>&1 &
     pids+=($!)
     ports+=("$port")
     logs+=("$log")

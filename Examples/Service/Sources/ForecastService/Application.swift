@@ -55,19 +55,23 @@ public struct ServiceConfiguration: Sendable {
     /// The PostgreSQL database every instance keeps the upstream's answers in
     /// (`postgres://user:password@host:port/database`); `nil` keeps them in this process's memory.
     public var cacheDatabase: URL?
+    /// How long one call to that database may take before it counts as a miss.
+    public var cacheDatabaseTimeout: Duration
 
     /// Creates the settings.
     public init(
-        host: String = "127.0.0.1", port: Int = 8080, upstream: UpstreamConfiguration, cacheDatabase: URL? = nil
+        host: String = "127.0.0.1", port: Int = 8080, upstream: UpstreamConfiguration, cacheDatabase: URL? = nil,
+        cacheDatabaseTimeout: Duration = .milliseconds(250)
     ) {
         self.host = host
         self.port = port
         self.upstream = upstream
         self.cacheDatabase = cacheDatabase
+        self.cacheDatabaseTimeout = cacheDatabaseTimeout
     }
 
     /// From the environment: `HOST`, `PORT`, `UPSTREAM_URL`, `UPSTREAM_CLIENT_ID`,
-    /// `UPSTREAM_CLIENT_SECRET`, `CACHE_DATABASE_URL`.
+    /// `UPSTREAM_CLIENT_SECRET`, `CACHE_DATABASE_URL`, `CACHE_DATABASE_TIMEOUT_MS`.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment)
         -> ServiceConfiguration
     {
@@ -78,7 +82,8 @@ public struct ServiceConfiguration: Sendable {
                 baseURL: environment["UPSTREAM_URL"].flatMap(URL.init(string:)) ?? URL(string: "http://127.0.0.1:9090")!,
                 clientID: environment["UPSTREAM_CLIENT_ID"] ?? "forecast-service",
                 clientSecret: environment["UPSTREAM_CLIENT_SECRET"] ?? ""),
-            cacheDatabase: environment["CACHE_DATABASE_URL"].flatMap(URL.init(string:)))
+            cacheDatabase: environment["CACHE_DATABASE_URL"].flatMap(URL.init(string:)),
+            cacheDatabaseTimeout: .milliseconds(environment["CACHE_DATABASE_TIMEOUT_MS"].flatMap(Int.init) ?? 250))
     }
 }
 
@@ -118,7 +123,7 @@ public func buildApplication(
     var cache: any CacheStorage = MemoryCacheStorage()
     if let url = configuration.cacheDatabase {
         let database = PostgresClient(configuration: try postgresConfiguration(url), backgroundLogger: logger)
-        cache = try PostgresCacheStorage(client: database, logger: logger)
+        cache = try PostgresCacheStorage(client: database, timeout: configuration.cacheDatabaseTimeout, logger: logger)
         services.append(database)
     }
     let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())

@@ -32,7 +32,8 @@ struct Harness {
             port: 0,
             upstream: UpstreamConfiguration(
                 baseURL: upstream, clientID: "forecast-service", clientSecret: UpstreamState.secret),
-            cacheDatabase: cacheDatabase)
+            // Generous: the first call also connects and creates the table, beside other test suites.
+            cacheDatabase: cacheDatabase, cacheDatabaseTimeout: .seconds(10))
     }
 
     func application(
