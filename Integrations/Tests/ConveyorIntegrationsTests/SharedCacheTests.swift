@@ -175,13 +175,13 @@ import Testing
                 _ = try await client.send(Request<Data>(path: "/cache/\(name)-a", query: ["cc": "max-age=60"]))
                 // Fresh for 60 s with a validator: kept for keepStale (1 h here) after.
                 _ = try await client.send(Request<Data>(path: "/cache/\(name)-b", query: ["cc": "max-age=60", "etag": "\"b\""]))
-                #expect(try await count(database, storage.table) == 2)
+                #expect(try await Self.count(database, storage.table) == 2)
                 now.withLockedValue { $0 += 61 }
                 try await storage.trim()
-                #expect(try await count(database, storage.table) == 1)
+                #expect(try await Self.count(database, storage.table) == 1)
                 now.withLockedValue { $0 += 3_600 }
                 try await storage.trim()
-                #expect(try await count(database, storage.table) == 0)
+                #expect(try await Self.count(database, storage.table) == 0)
 
                 // Ten 10 KB answers in a 60,000-byte table: the least recently used go. (The clock
                 // goes back to the server's: an answer whose `Date` is an hour behind ours would be
@@ -212,24 +212,24 @@ import Testing
                 let client = try cachingClient(server, storage: storage)
                 let name = UUID().uuidString
                 _ = try await client.send(Request<Data>(path: "/cache/\(name)", query: ["cc": "max-age=600", "pad": "30000"]))
-                #expect(try await count(database, storage.table) == 0)
+                #expect(try await Self.count(database, storage.table) == 0)
                 // A key is a bind parameter's value, whatever it holds.
                 let hostile = "/cache/\(name)-x'); DROP TABLE \(storage.table); --"
                 _ = try await client.send(Request<Data>(path: hostile, query: ["cc": "max-age=600"]))
                 let again = try await client.response(for: Request<Data>(path: hostile, query: ["cc": "max-age=600"]))
                 #expect(again.response.headers["Age"] != nil)
-                #expect(try await count(database, storage.table) == 1)
+                #expect(try await Self.count(database, storage.table) == 1)
                 // A row that does not decode (damaged, or another format version) is a miss, and gone.
                 let key = again.response.request.url.absoluteString
                 #expect(await storage.entry(for: key) != nil)
                 for damaged in [Data(), Data("CNVC".utf8), Data(repeating: 0xFF, count: 300)] {
                     try await database.query("UPDATE \(unescaped: storage.table) SET entry = \(damaged)")
                     #expect(await storage.entry(for: key) == nil)
-                    #expect(try await count(database, storage.table) == 0)
+                    #expect(try await Self.count(database, storage.table) == 0)
                     let fetched = try await client.response(for: Request<Data>(path: hostile, query: ["cc": "max-age=600"]))
                     #expect(fetched.response.status == 200 && fetched.response.headers["Age"] == nil)
                     // The miss stored the answer again: one row, whole.
-                    #expect(try await count(database, storage.table) == 1)
+                    #expect(try await Self.count(database, storage.table) == 1)
                 }
             }
         }
@@ -256,17 +256,7 @@ import Testing
                 let name = UUID().uuidString
                 try await storage.prepare()
                 // Another session holds the table until the test lets go.
-                let locked = AsyncStream<Void>.makeStream()
-                let release = AsyncStream<Void>.makeStream()
-                let holder = Task {
-                    try await database.withTransaction(logger: Logger(label: "holder")) { connection in
-                        try await connection.query(
-                            "LOCK TABLE \(unescaped: storage.table) IN ACCESS EXCLUSIVE MODE", logger: Logger(label: "holder"))
-                        locked.continuation.yield()
-                        for await _ in release.stream { break }
-                    }
-                }
-                for await _ in locked.stream { break }
+                let lock = try await TableLock.take(storage.table, in: database)
                 let request = Task {
                     try await client.response(for: Request<Data>(path: "/cache/\(name)", query: ["cc": "max-age=600"]))
                 }
@@ -281,8 +271,7 @@ import Testing
                 // During the cool-down: a miss at once (no sleeper on the clock), the store dropped.
                 let quick = try await client.response(for: Request<Data>(path: "/cache/\(name)", query: ["cc": "max-age=600"]))
                 #expect(quick.response.headers["Age"] == nil && clock.sleeperCount == 0)
-                release.continuation.yield()
-                try await holder.value
+                try await lock.release()
                 clock.advance(by: .seconds(60))
                 // The database answers again: stored, then a hit, and one notice says so.
                 _ = try await client.send(Request<Data>(path: "/cache/\(name)", query: ["cc": "max-age=600"]))
@@ -301,17 +290,7 @@ import Testing
         let clock = ManualClock()
         try await withStorage(clock: clock) { storage, database in
             try await storage.prepare()
-            let locked = AsyncStream<Void>.makeStream()
-            let release = AsyncStream<Void>.makeStream()
-            let holder = Task {
-                try await database.withTransaction(logger: Self.quiet) { connection in
-                    try await connection.query(
-                        "LOCK TABLE \(unescaped: storage.table) IN ACCESS EXCLUSIVE MODE", logger: Self.quiet)
-                    locked.continuation.yield()
-                    for await _ in release.stream { break }
-                }
-            }
-            for await _ in locked.stream { break }
+            let lock = try await TableLock.take(storage.table, in: database)
             let finished = NIOLockedValueBox(0)
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<70 {
@@ -333,8 +312,7 @@ import Testing
                 try await group.waitForAll()
             }
             #expect(finished.withLockedValue { $0 } == 70)
-            release.continuation.yield()
-            try await holder.value
+            try await lock.release()
         }
     }
 
@@ -463,6 +441,33 @@ import Testing
         }
     }
 
+    /// Another session's `ACCESS EXCLUSIVE` lock on a table, held in an open transaction until
+    /// `release()`: every query of the table waits, as on a database that does not answer.
+    struct TableLock {
+        let holder: Task<Void, any Error>
+        let letGo: AsyncStream<Void>.Continuation
+
+        static func take(_ table: String, in database: PostgresClient) async throws -> TableLock {
+            let locked = AsyncStream<Void>.makeStream()
+            let release = AsyncStream<Void>.makeStream()
+            let holder = Task {
+                try await database.withTransaction(logger: SharedCacheTests.quiet) { connection in
+                    try await connection.query(
+                        "LOCK TABLE \(unescaped: table) IN ACCESS EXCLUSIVE MODE", logger: SharedCacheTests.quiet)
+                    locked.continuation.yield()
+                    for await _ in release.stream { break }
+                }
+            }
+            for await _ in locked.stream { break }
+            return TableLock(holder: holder, letGo: release.continuation)
+        }
+
+        func release() async throws {
+            letGo.yield()
+            try await holder.value
+        }
+    }
+
     /// PostgresClient's own background lines (a refused connection, on purpose here) kept out of
     /// the test output.
     static let quiet = Logger(label: "postgres") { _ in SwiftLogNoOpLogHandler() }
@@ -498,7 +503,7 @@ import Testing
         }
     }
 
-    func count(_ database: PostgresClient, _ table: String) async throws -> Int64 {
+    static func count(_ database: PostgresClient, _ table: String) async throws -> Int64 {
         var total: Int64 = 0
         for try await (count) in try await database.query("SELECT count(*)::bigint FROM \(unescaped: table)").decode(Int64.self) {
             total = count
@@ -592,7 +597,7 @@ extension SharedCacheTests {
             }
         }
 
-        func rows() async throws -> Int64 { try await SharedCacheTests().count(database, storage.table) }
+        func rows() async throws -> Int64 { try await SharedCacheTests.count(database, storage.table) }
 
         func storedEntry(_ path: String) async throws -> CachedResponse? {
             await storage.entry(for: base.absoluteString + path)
