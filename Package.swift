@@ -41,6 +41,13 @@ let package = Package(
         .executableTarget(
             name: "conformance-child", dependencies: ["Conveyor", "ConveyorTransportConformance"],
             path: "Tests/ConformanceChild", swiftSettings: strictSettings),
+        // The child process of the test suite's resource and platform-trap tests (not a product):
+        // one scenario per process, so a test measures its own process's memory and a platform
+        // trap fails one test instead of the run (Docs/Testing.md, "Green every time").
+        .executableTarget(
+            name: "test-child",
+            dependencies: ["Conveyor", "ConveyorTesting", "ConveyorTestSupport", "ConveyorTransportConformance"],
+            path: "Tests/TestChild", swiftSettings: strictSettings),
         // Test support (not a product): starts the loopback server in Tests/Server.
         .target(name: "ConveyorTestSupport", path: "Tests/Support", swiftSettings: strictSettings),
         // The oracles of the fuzz targets (not a product): FuzzTesting/ runs them under libFuzzer,
@@ -56,7 +63,8 @@ let package = Package(
             dependencies: ["ConveyorBehaviors", "Conveyor", "ConveyorTesting", "ConveyorTestSupport", "ConveyorFuzzChecks"],
             path: "Tests/ConveyorBehaviorsTests", swiftSettings: strictSettings),
         .testTarget(
-            name: "ConveyorTests", dependencies: ["Conveyor", "ConveyorTesting", "ConveyorTestSupport"],
+            name: "ConveyorTests",
+            dependencies: ["Conveyor", "ConveyorTesting", "ConveyorTestSupport", "ConveyorTransportConformance"],
             path: "Tests/ConveyorTests", swiftSettings: strictSettings),
         .testTarget(
             name: "ConveyorTestingTests",

@@ -359,11 +359,12 @@ final class Kept: Sendable {
     func release() { value.withLock { $0 = nil } }
 }
 
-/// The process's resident memory (Linux: `/proc/self/status`).
-enum ResidentMemory {
+/// The process's resident memory (Linux: `/proc/self/status`). `package`: the test suite's child
+/// process measures itself with it too.
+package enum ResidentMemory {
     /// Whether this process's memory can be measured: on Linux, and not under a sanitizer, whose
     /// shadow memory grows with every allocation (the thread sanitizer's roughly quadruples it).
-    static var isAvailable: Bool {
+    package static var isAvailable: Bool {
         #if os(Linux)
             FileManager.default.isWritableFile(atPath: "/proc/self/clear_refs") && !underSanitizer
         #else
@@ -381,7 +382,7 @@ enum ResidentMemory {
     }()
 
     /// Resets the peak to the current resident size; returns that size in bytes.
-    static func resetPeak() -> Int? {
+    package static func resetPeak() -> Int? {
         guard let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") else { return nil }
         try? handle.write(contentsOf: Data("5".utf8))
         try? handle.close()
@@ -389,7 +390,10 @@ enum ResidentMemory {
     }
 
     /// The peak since the last reset, less `before`.
-    static func growth(since before: Int) -> Int? { field("VmHWM").map { max(0, $0 - before) } }
+    package static func growth(since before: Int) -> Int? { field("VmHWM").map { max(0, $0 - before) } }
+
+    /// The resident size now, in bytes.
+    package static func current() -> Int? { field("VmRSS") }
 
     private static func field(_ name: String) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }

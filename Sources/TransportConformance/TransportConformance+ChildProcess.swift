@@ -163,22 +163,23 @@ extension TransportConformance {
 }
 
 #if os(macOS) || os(Linux)
-    /// Starts an executable, collects its output, and kills it past a bound.
-    enum ChildProcess {
-        enum How: Sendable {
+    /// Starts an executable, collects its output, and kills it past a bound. `package`: the test
+    /// suite runs its own child processes with it.
+    package enum ChildProcess {
+        package enum How: Sendable {
             case exit(Int32)
             case signal(Int32)
         }
 
-        struct Ended: Sendable {
-            var how: How
-            var standardOutput: Data
-            var standardError: Data
+        package struct Ended: Sendable {
+            package var how: How
+            package var standardOutput: Data
+            package var standardError: Data
             /// Whether the bound passed and the kit killed it.
-            var timedOut: Bool
+            package var timedOut: Bool
         }
 
-        static func run(_ executable: URL, arguments: [String], within bound: Duration) async throws -> Ended {
+        package static func run(_ executable: URL, arguments: [String], within bound: Duration) async throws -> Ended {
             let process = Process()
             process.executableURL = executable
             process.arguments = arguments
@@ -223,7 +224,7 @@ extension TransportConformance {
         }
 
         /// ` (SIGILL)` for the usual trap signals.
-        static func signalName(_ signal: Int32) -> String {
+        package static func signalName(_ signal: Int32) -> String {
             switch signal {
             case SIGILL: " (SIGILL)"
             case SIGTRAP: " (SIGTRAP)"
@@ -236,7 +237,7 @@ extension TransportConformance {
         }
 
         /// The line with `Fatal error`, or the last line of standard error, at most 300 characters.
-        static func fatalLine(in text: String) -> String {
+        package static func fatalLine(in text: String) -> String {
             let lines = text.split(whereSeparator: \.isNewline)
             let line = lines.first(where: { $0.contains("Fatal error") }) ?? lines.last ?? "(nothing on standard error)"
             return String(line.prefix(300))

@@ -18,9 +18,9 @@ import Testing
             configuration: .init(clock: ImmediateClock()), behaviors: behaviors)
     }
 
-    /// 256 MiB to a file: the body never sits in memory. The bound is the one the other resource
-    /// tests use for the whole test process (other threads' arenas, the sampler's own noise);
-    /// the 50 MB acceptance bound at 1 GiB is checked by `transfer-bench`, in a process of its own.
+    /// 256 MiB to a file: the body never sits in memory. Measured in a child process of its own
+    /// (TestChild), so the figure is the download's alone; the 50 MB acceptance bound at 1 GiB is
+    /// checked by `transfer-bench`.
     // Memory tests: skipped under the thread sanitizer (`assertsMemory`), whose shadow memory
     // multiplies every allocation, and whose per-byte instrumentation would make these hundreds of
     // megabytes starve the other suites' timing tests.
@@ -28,15 +28,14 @@ import Testing
     func aDownloadStaysInBoundedMemory() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try await LocalServer.withServer { server in
+        try await LocalServer.withServerInMemoryTurn { server in
             let destination = scratch.file("quarter.bin")
-            let (_, before, peak) = try await ResourceUsage.peakResidentMB {
-                try await client(server).download(Request<Data>(path: "/stream", query: ["bytes": 256 << 20]), to: destination)
-            }
-            let size = try FileManager.default.attributesOfItem(atPath: destination.path)[.size] as? NSNumber
-            #expect(size?.intValue == 256 << 20)
-            print("RESOURCES download 256 MiB to a file: RSS \(before) MB, peak \(peak) MB")
-            #expect(peak - before < 100)
+            let found = try #require(
+                await TestChild.run(["download", server.baseURL.absoluteString, "\(256 << 20)", destination.path]))
+            print("RESOURCES download 256 MiB to a file: RSS \(found["before"] ?? "?") MB, growth \(found["growth"] ?? "?") MB")
+            #expect(found.number("size") == 256 << 20)
+            let growth = try #require(found.number("growth"))
+            #expect(growth < 100, "the peak grew by \(growth) MB")
         }
     }
 
@@ -44,46 +43,21 @@ import Testing
     /// gone to disk, then reads on while the rest arrives), and a server that sends as fast as it
     /// can: while the reader is behind, the excess waits in a temporary file, and the session's
     /// delegate queue holds FoundationNetworking back while the disk is behind, so memory stays
-    /// bounded although the server could send it all at once. (The reader used to be slow by
-    /// hashing every byte four times: 6 s of CPU the rest of the suite waited for.)
+    /// bounded although the server could send it all at once. In a child process (TestChild).
     @Test(.enabled(if: assertsMemory, "measures memory: Linux, not under the thread sanitizer"))
     func aSlowReaderHoldsTheTransferBack() async throws {
-        try await LocalServer.withServer { server in
+        try await LocalServer.withServerInMemoryTurn { server in
             let total = 192 << 20
-            let transport = URLSessionTransport(configuration: .ephemeral)
-            let (read, before, peak) = try await ResourceUsage.peakResidentMB { () async throws -> Int in
-                // Not paced: FoundationNetworking's backlog of received chunks is bounded too.
-                let client = NetworkClient(
-                    baseURL: server.baseURL, transport: transport, configuration: .init(clock: ImmediateClock()))
-                let streamed = try await client.stream(
-                    Request<Data>(path: "/blob", query: ["bytes": total, "chunk": 65_536]))
-                var read = 0
-                var fellBehind = false
-                for try await chunk in streamed.body {
-                    // In order, nothing lost or repeated: byte i of /blob is i % 256.
-                    if let first = chunk.first, let last = chunk.last,
-                        first != UInt8(truncatingIfNeeded: read) || last != UInt8(truncatingIfNeeded: read + chunk.count - 1)
-                    {
-                        Issue.record("bytes out of order at offset \(read)")
-                    }
-                    read += chunk.count
-                    if !fellBehind {
-                        fellBehind = true
-                        // Until a third of the body waited on disk. A transport that never spills
-                        // ends the wait at the bound, and the expectations below fail.
-                        let bound = ContinuousClock.now + .seconds(60)
-                        while transport.spilledBytes.withLock({ $0 }) < 64 << 20, ContinuousClock.now < bound {
-                            await Task.yield()
-                        }
-                    }
-                }
-                return read
-            }
-            #expect(read == total)
-            let spilled = transport.spilledBytes.withLock { $0 }
-            print("RESOURCES stream 192 MiB to a reader that fell behind: RSS \(before) MB, peak \(peak) MB, \(spilled >> 20) MiB waited on disk")
+            let found = try #require(await TestChild.run(["slow-reader", server.baseURL.absoluteString, "\(total)"]))
+            let spilled = try #require(found.number("spilled"))
+            print(
+                "RESOURCES stream 192 MiB to a reader that fell behind: RSS \(found["before"] ?? "?") MB, "
+                    + "growth \(found["growth"] ?? "?") MB, \(spilled >> 20) MiB waited on disk")
+            #expect(found.number("read") == total)
+            #expect(found.number("outOfOrder") == 0, "bytes out of order")
             #expect(spilled >= 64 << 20)  // the reader was behind: the slow path ran
-            #expect(peak - before < 100)  // about half the body: memory does not follow its size
+            let growth = try #require(found.number("growth"))
+            #expect(growth < 100, "the peak grew by \(growth) MB")  // about half the body: memory does not follow its size
         }
     }
 

@@ -1,6 +1,7 @@
-/// Tests that measure this process's resident memory, and tests that move tens of megabytes,
-/// take turns: the measurement is of the whole process, and a 64 MiB transfer in a parallel
-/// test once counted as 176 MB of "growth" in a test whose bound is 100 MB.
+/// Tests that move tens of megabytes take turns, so that no more than one of them loads the
+/// machine at a time. (Tests that measure memory measure a child process of their own; measured
+/// in the test process, a 64 MiB transfer in a parallel test once counted as 176 MB of "growth"
+/// in a test whose bound is 100 MB.)
 ///
 /// ```swift
 /// try await MemoryGate.withTurn {
