@@ -42,6 +42,45 @@ private let canCompile: Bool = {
         }
     }
 
+    /// Every block says in its first comment lines what the reader supplies: each name of the hidden
+    /// prelude that it uses without declaring (pasted into an empty `main.swift`, a block that did
+    /// not gave errors the reader could not explain).
+    @Test func everyBlockSaysWhatTheReaderSupplies() throws {
+        let prelude = try String(
+            contentsOf: SnippetCompiler.root.appendingPathComponent("Tests/DocSnippets/Prelude.swift"), encoding: .utf8)
+        let names = SuppliedNames.preludeNames(prelude)
+        #expect(names.isSuperset(of: ["client", "keychain", "Movie", "api", "mock"]), "\(names.sorted())")
+        let docs = SnippetCompiler.root.appendingPathComponent("Docs")
+        let guides = try FileManager.default.contentsOfDirectory(atPath: docs.path).filter { $0.hasSuffix(".md") }
+        var checked = 0
+        for file in ["README.md"] + guides.sorted().map({ "Docs/\($0)" }) {
+            let markdown = try String(contentsOf: SnippetCompiler.root.appendingPathComponent(file), encoding: .utf8)
+            for snippet in SnippetExtractor.extract(markdown, file: file).snippets where snippet.skipReason == nil {
+                checked += 1
+                let missing = SuppliedNames.unannounced(in: snippet, preludeNames: names)
+                if !missing.isEmpty {
+                    Issue.record(
+                        Comment(
+                            rawValue: "\(file):\(snippet.line): this block uses \(missing.joined(separator: ", ")) without "
+                                + "declaring it: name each in its first comment line (// You supply: …)"))
+                }
+            }
+        }
+        #expect(checked >= 20)
+    }
+
+    @Test func aBlockThatUsesAPreludeNameMustSaySo() {
+        let names: Set<String> = ["client", "Movie", "keychain"]
+        func check(_ code: String) -> [String] {
+            SuppliedNames.unannounced(in: Snippet(file: "Page.md", line: 1, code: code), preludeNames: names)
+        }
+        #expect(check("let movies: [Movie] = try await client.get(\"/movies\")\n") == ["Movie", "client"])
+        #expect(check("// You supply: client (your NetworkClient), Movie (your model)\nlet m: [Movie] = try await client.get(\"/m\")\n") == [])
+        // Declared in the block, a member, a label, inside a string or a comment: not the prelude's.
+        #expect(check("let client = NetworkClient(baseURL: url)\nlet x = GitHub.keychain\nf(keychain: 1)\nprint(\"Movie\") // Movie\n") == [])
+        #expect(check("func load(client: NetworkClient) {}\n") == [])
+    }
+
     @Test(.enabled(if: canCompile, "no Modules folder next to the test bundle on this platform"))
     func aBrokenBlockIsReportedAtItsLineInTheMarkdown() async throws {
         // `import Conveyor` does not re-export Foundation, and the prelude re-exports nothing.

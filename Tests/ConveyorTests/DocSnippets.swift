@@ -311,3 +311,43 @@ struct SnippetCompiler: Sendable {
         return (status, (try? String(contentsOf: log, encoding: .utf8)) ?? "")
     }
 }
+
+/// A block that a reader copies must compile as pasted, or say in its first comment lines what the
+/// reader supplies (`// You supply: client (your NetworkClient)`). The blocks are compiled with a
+/// hidden prelude (Tests/DocSnippets/Prelude.swift) that the reader never sees: every name of it a
+/// block uses without declaring must be named in the block's leading comment.
+enum SuppliedNames {
+    /// The names the prelude declares at the top level.
+    static func preludeNames(_ prelude: String) -> Set<String> {
+        var names: Set<String> = []
+        for line in prelude.split(separator: "\n") {
+            if let match = line.wholeMatch(of: /public (?:final )?(?:let|var|func|struct|enum|actor|class) (\w+).*/) {
+                names.insert(String(match.1))
+            }
+        }
+        return names
+    }
+
+    /// The prelude's names that `snippet` uses, does not declare, and does not name in its leading
+    /// comment lines, sorted.
+    static func unannounced(in snippet: Snippet, preludeNames: Set<String>) -> [String] {
+        let lines = snippet.code.split(separator: "\n", omittingEmptySubsequences: false)
+        let header = lines.prefix { $0.trimmingPrefix(while: \.isWhitespace).hasPrefix("//") }.joined(separator: "\n")
+        // The code without comments and without the insides of string literals.
+        var code = lines.filter { !$0.trimmingPrefix(while: \.isWhitespace).hasPrefix("//") }.joined(separator: "\n")
+        code = code.replacing(/"[^"\n]*"/, with: "\"\"").replacing(/\/\/[^\n]*/, with: "")
+        var declared: Set<String> = []
+        for match in code.matches(of: /\b(?:let|var|func|struct|enum|class|actor|case|protocol|typealias)\s+(\w+)/) {
+            declared.insert(String(match.1))
+        }
+        for match in code.matches(of: /[(,]\s*(\w+)\s*:/) { declared.insert(String(match.1)) }  // parameters
+        var used: Set<String> = []
+        // A name not after a dot (a member) and not before a colon (a label). `(?!\w)`, not `\b`:
+        // Swift's default word boundaries are Unicode's, for which `client.get` is one word.
+        for match in code.matches(of: /(?:^|[^.\w])([A-Za-z_]\w*)(?!\w)(?!\s*:)/) where preludeNames.contains(String(match.1)) {
+            used.insert(String(match.1))
+        }
+        let headerWords = Set(header.matches(of: /\w+/).map { String($0.0) })
+        return used.subtracting(declared).filter { !headerWords.contains($0) }.sorted()
+    }
+}
