@@ -64,16 +64,33 @@ echo "api-check: comparing with $version ($baseline)"
 # the release was built, committed once), so CI does not build the release again (90 s on a fresh
 # clone); SwiftPM builds it only when they are missing. Regenerate them after a new release with
 # `swift package diagnose-api-breaking-changes <commit> --baseline-dir API/digests --regenerate-baseline`.
-# --targets: the modules a product re-exports. `--products Conveyor` compares the product's own
-# target (the Conveyor module) only, and `import Conveyor` also makes ConveyorPipeline's and
+swift package diagnose-api-breaking-changes "$baseline" --products "${products[@]}" --baseline-dir API/digests \
+    >"$log" 2>&1 || true
+# The modules a product re-exports. SwiftPM compares the modules a product lists (`Conveyor`'s own
+# target), not the ones it re-exports, and `import Conveyor` also makes ConveyorPipeline's and
 # ConveyorBehaviors' declarations visible (CacheBehavior, RetryBehavior, HTTPRequest, ...): without
-# them, a changed signature there passed the check (Scripts/api-check-proof.sh shows it caught).
-reexported=()
+# them a changed signature there passed this check (Scripts/api-check-proof.sh shows it caught
+# now). Their release digests (API/digests/<commit>/<module>.json) were dumped from the release's
+# build with `swift-api-digester -dump-sdk -module <module> -I <its Modules folder>`; each is
+# compared here with the module public-symbols.sh just built, as SwiftPM does for the others.
+modules_dir="$(swift build --show-bin-path)/Modules"
+triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
 for product in "${products[@]}"; do
-    for module in ${modules_of[$product]}; do [ "$module" = "$product" ] || reexported+=("$module"); done
+    for module in ${modules_of[$product]}; do
+        [ "$module" != "$product" ] || continue
+        digest="API/digests/$baseline/$module.json"
+        [ -f "$digest" ] || { echo "api-check: no release digest $digest for $module (re-exported by $product)"; exit 1; }
+        report=$(swift-api-digester -diagnose-sdk -module "$module" -baseline-path "$digest" -I "$modules_dir" \
+            -target "$triple" 2>&1) || { echo "$report"; echo "api-check: swift-api-digester failed on $module"; exit 1; }
+        # The report is a list of section titles (`/* Removed Decls */`); every other line is a break.
+        breaks=$(grep -v -E '^\s*$|^/\*.*\*/$' <<<"$report" || true)
+        if [ -n "$breaks" ]; then
+            while IFS= read -r line; do echo "💔 API breakage: $line" >>"$log"; done <<<"$breaks"
+        else
+            echo "No breaking changes detected in $module (re-exported by $product)" >>"$log"
+        fi
+    done
 done
-swift package diagnose-api-breaking-changes "$baseline" --products "${products[@]}" --targets "${reexported[@]}" \
-    --baseline-dir API/digests >"$log" 2>&1 || true
 grep -v '^\[' "$log" || true
 if grep -q "API breakage" "$log" || ! grep -q "No breaking changes detected" "$log"; then
     echo "api-check: FAILED (a breaking change against $version: a major release updates API/baseline.txt and CHANGELOG.md)"

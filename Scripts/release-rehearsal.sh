@@ -66,6 +66,10 @@ import Foundation
 public struct Movie: Codable, Sendable, Equatable {
     public var id: Int
     public var title: String
+    public init(id: Int, title: String) {
+        self.id = id
+        self.title = title
+    }
 }
 
 public func popularMovies(from client: NetworkClient) async throws(NetworkError) -> [Movie] {
