@@ -32,8 +32,8 @@ if ! [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]]; then
     exit 64
 fi
 if [ -n "$(git -C "$repo" status --porcelain --untracked-files=no)" ]; then
-    echo "publish: the work tree has uncommitted changes; a release is a commit" >&2
-    exit 1
+    # A release is a commit: what is published is HEAD as committed, whatever the work tree holds.
+    echo "publish: note: the work tree has uncommitted changes; they are not part of the release" >&2
 fi
 mkdir -p "$out"
 
