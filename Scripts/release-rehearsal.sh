@@ -85,7 +85,7 @@ import Testing
 
 @Test func popularMoviesAreDecoded() async throws {
     let mock = MockTransport()
-    mock.enqueue(.json(#"[{"id":7,"title":"Heat"}]"#))
+    mock.enqueue(.json([Movie(id: 7, title: "Heat")]))
     let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!, transport: mock)
     #expect(try await popularMovies(from: client) == [Movie(id: 7, title: "Heat")])
     #expect(mock.requests.first?.url.absoluteString == "https://api.example.com/movies/popular?page=1")
