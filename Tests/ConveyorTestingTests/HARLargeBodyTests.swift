@@ -21,7 +21,8 @@ import Testing
             try #require(base != MAP_FAILED)
             _ = madvise(base, size, MADV_NOHUGEPAGE)  // a touched byte makes one page, not 2 MB, exist
             base.initializeMemory(as: UInt8.self, repeating: UInt8(ascii: "a"), count: textBytes)
-            let body = Data(bytesNoCopy: base, count: size, deallocator: .custom { pointer, count in munmap(pointer, count) })
+            let body = Data(
+                bytesNoCopy: base, count: size, deallocator: .custom { pointer, count in munmap(pointer, count) })
             return (body, base)
         }
 
@@ -46,7 +47,8 @@ import Testing
             let recorder = HARRecorder(maxBodySize: Self.limit)
             let recording = HARRecordingTransport(wrapping: mock, recorder: recorder)
             let response = try await recording.send(
-                HTTPRequest(url: URL(string: "https://api.example/big")!, headers: ["Authorization": "Bearer tok-0d1e-SECRET"]),
+                HTTPRequest(
+                    url: URL(string: "https://api.example/big")!, headers: ["Authorization": "Bearer tok-0d1e-SECRET"]),
                 transfer: nil)
             #expect(response.body.count == Self.size)
             // Read: the limit, the preview's 4 KiB of slack, and the page each ends in.
