@@ -70,6 +70,115 @@ import Testing
         #expect(urls.filter { $0.hasPrefix("https://api.example") }.count == 10)
     }
 
+    /// The guide's setup end to end: an auth client and an API client, each given its transport
+    /// by `HARMode`, record one file; `replay:` (strict) then answers all of it, in order. Before:
+    /// each client had a replay of its own, strict over the whole file, and answered 1 of 6 (the
+    /// other client's entry was always next). Strict order is kept per origin, and the clients
+    /// of a file share one replay, so two clients of one origin replay too.
+    @Test(arguments: [("https://auth.example", "https://api.example"), ("https://api.example/oauth", "https://api.example")])
+    func twoClientsRecordedThroughHARModeReplayStrictlyInOrder(authBase: String, apiBase: String) async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("har-\(UUID().uuidString)-two.har")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let authMock = MockTransport()
+        authMock.enqueue(.rawJSON(#"{"grant":1}"#), .rawJSON(#"{"grant":2}"#))
+        let apiMock = MockTransport()
+        apiMock.enqueue(.rawJSON(#"{"id":1}"#), .rawJSON(#"{"orders":1}"#), .rawJSON(#"{"orders":2}"#), .rawJSON(#"{"paid":true}"#))
+        /// The session: six exchanges, the two clients taking turns.
+        typealias Step = (client: Int, request: Request<Data>, answer: String)
+        let steps: [Step] = [
+            (0, Request(method: .post, path: "/token"), #"{"grant":1}"#),
+            (1, Request(path: "/me"), #"{"id":1}"#),
+            (1, Request(path: "/orders", query: ["page": "1"]), #"{"orders":1}"#),
+            (0, Request(method: .post, path: "/token"), #"{"grant":2}"#),
+            (1, Request(path: "/orders", query: ["page": "2"]), #"{"orders":2}"#),
+            (1, Request(method: .post, path: "/checkout", body: .json(["cart": 7])), #"{"paid":true}"#),
+        ]
+        func clients(_ value: String, auth: any HTTPTransport, api: any HTTPTransport) throws -> [NetworkClient] {
+            let environment = ["APP_HAR": value]
+            return [
+                NetworkClient(
+                    baseURL: URL(string: authBase)!,
+                    transport: try HARMode(environmentVariable: "APP_HAR", environment: environment).transport(wrapping: auth)),
+                NetworkClient(
+                    baseURL: URL(string: apiBase)!,
+                    transport: try HARMode(environmentVariable: "APP_HAR", environment: environment).transport(wrapping: api)),
+            ]
+        }
+        let recording = try clients("record:" + file.path, auth: authMock, api: apiMock)
+        for step in steps {
+            #expect(String(decoding: try await recording[step.client].send(step.request), as: UTF8.self) == step.answer)
+        }
+        #expect(try HARReplayTransport(contentsOf: file).entryCount == 6)
+
+        // Replay: nothing reaches a network (the live transports have nothing to answer with).
+        let offline = MockTransport()
+        let replaying = try clients("replay:" + file.path, auth: offline, api: offline)
+        // Out of order within an origin: a typed error naming the entry that is next, and no
+        // entry used up by it.
+        do {
+            _ = try await replaying[1].send(Request<Data>(path: "/orders", query: ["page": "1"]))
+            Issue.record("a strict replay answered /orders before /me")
+        } catch {
+            let unmatched = try #require(error.underlying as? HARReplayTransport.Unmatched)
+            #expect(unmatched.mode == .strict)
+            // The next entry of the request's origin comes first: the API's `/me`, or with one
+            // origin for both clients, the auth client's token request.
+            let next =
+                authBase.hasPrefix(apiBase)
+                ? "#1 POST https://api.example/oauth/token: method POST, not GET; URL https://api.example/oauth/token, not https://api.example/orders; query differs (the request has page=1)"
+                : "#2 GET https://api.example/me: URL https://api.example/me, not https://api.example/orders; query differs (the request has page=1)"
+            #expect(unmatched.closest.first == next)
+        }
+        var answered = 0
+        for step in steps {
+            #expect(String(decoding: try await replaying[step.client].send(step.request), as: UTF8.self) == step.answer)
+            answered += 1
+        }
+        #expect(answered == 6)
+        #expect(offline.requests.isEmpty)
+        // Each entry answers once: a seventh request is not answered again.
+        await #expect(throws: NetworkError.self) { try await replaying[1].send(steps[1].request) }
+        // A client made later in the process (an app that makes its clients again) joins the same
+        // replay rather than starting it over.
+        let later = try clients("replay:" + file.path, auth: offline, api: offline)
+        await #expect(throws: NetworkError.self) { try await later[1].send(steps[1].request) }
+    }
+
+    /// Strict order per origin: two origins' requests may interleave in any order (two clients
+    /// running at once), each origin's in the recorded order; one replay, shared by both.
+    @Test func strictReplayKeepsTheOrderOfEachOriginWhateverTheInterleaving() async throws {
+        let mock = MockTransport()
+        for index in 0..<8 { mock.enqueue(.text("answer \(index)")) }
+        let recorder = HARRecorder()
+        let recording = HARRecordingTransport(wrapping: mock, recorder: recorder)
+        let auth = URL(string: "https://auth.example")!
+        let api = URL(string: "https://api.example")!
+        for index in 0..<4 {
+            _ = try await recording.send(HTTPRequest(method: .post, url: auth.appendingPathComponent("token/\(index)")))
+            _ = try await recording.send(HTTPRequest(url: api.appendingPathComponent("item/\(index)")))
+        }
+        let replay = try HARReplayTransport(data: try recorder.data())
+        // Every API request first, then every auth one: each origin in order, all answered.
+        var answers: [String] = []
+        for index in 0..<4 {
+            let response = try await replay.send(HTTPRequest(url: api.appendingPathComponent("item/\(index)")))
+            answers.append(String(decoding: response.body, as: UTF8.self))
+        }
+        for index in 0..<4 {
+            let response = try await replay.send(HTTPRequest(method: .post, url: auth.appendingPathComponent("token/\(index)")))
+            answers.append(String(decoding: response.body, as: UTF8.self))
+        }
+        #expect(answers == ["answer 1", "answer 3", "answer 5", "answer 7", "answer 0", "answer 2", "answer 4", "answer 6"])
+        #expect(replay.usedEntryCount == 8)
+
+        // Within an origin the order holds: the second item before the first fails.
+        let again = try HARReplayTransport(data: try recorder.data())
+        #expect(throws: HARReplayTransport.Unmatched.self) {
+            _ = try again.answer(HTTPRequest(url: api.appendingPathComponent("item/1")))
+        }
+        #expect(again.usedEntryCount == 0)
+    }
+
     /// A negative `_conveyorBodyLimit` loaded, then trapped the process on the first request with
     /// a body (`Can't take a prefix of negative length`). Numbers from a file are clamped.
     @Test func hostileNumbersInAFileAreClamped() async throws {

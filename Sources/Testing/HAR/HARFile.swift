@@ -132,13 +132,27 @@ struct HARBody: Sendable {
         for byte in bytes where byte < 0x20 || byte == 0x7F {
             if byte != 0x09 && byte != 0x0A && byte != 0x0C && byte != 0x0D { return false }
         }
-        if String(validating: bytes, as: UTF8.self) != nil { return true }
+        if isValidUTF8(bytes) { return true }
         guard cut else { return false }
         // A multi-byte character the limit split: valid once its start is dropped.
         var end = bytes.endIndex
         for _ in 0..<3 where end > bytes.startIndex && bytes[end - 1] & 0xC0 == 0x80 { end -= 1 }
         if end > bytes.startIndex && bytes[end - 1] >= 0xC0 { end -= 1 }
-        return String(validating: bytes[..<end], as: UTF8.self) != nil
+        return isValidUTF8(bytes[..<end])
+    }
+
+    /// Whether `bytes` are valid UTF-8, read in place: `String(validating:)` made a copy of the
+    /// whole window (up to ``HARRecorder/maxBodySize`` bytes) only to throw it away.
+    static func isValidUTF8(_ bytes: Data) -> Bool {
+        var parser = Unicode.UTF8.ForwardParser()
+        var iterator = bytes.makeIterator()
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
     }
 
     /// A digest of `data` with the values of hidden form fields and JSON keys masked (FNV-1a, 64

@@ -16,7 +16,9 @@ public enum HARMode: Sendable, Hashable {
     case live
     /// The wrapped transport, every exchange recorded to this file.
     case record(URL)
-    /// Answers from this file, nothing sent.
+    /// Answers from this file, nothing sent. Every transport this mode makes in a process is
+    /// one replay of the file (as every recorder of one file adds to it): the clients of an app
+    /// that were recorded together replay together, strict order kept per origin.
     case replay(URL, HARReplayTransport.Mode)
 
     /// The mode a variable of `environment` names: unset or empty for ``live``,
@@ -48,13 +50,15 @@ public enum HARMode: Sendable, Hashable {
 
     /// The transport for this mode.
     /// - Parameter live: The transport that sends, for ``live`` and ``record(_:)``.
-    /// - Returns: `live`, `live` recorded by a ``HARRecordingTransport``, or a ``HARReplayTransport``.
+    /// - Returns: `live`, `live` recorded by a ``HARRecordingTransport``, or the process's
+    ///   ``HARReplayTransport`` of the file (the same one for every client, until the file's
+    ///   bytes change).
     /// - Throws: ``HARFileError`` when a replay's file cannot be read.
     public func transport(wrapping live: any HTTPTransport) throws -> any HTTPTransport {
         switch self {
         case .live: live
         case .record(let file): HARRecordingTransport(wrapping: live, recorder: HARRecorder(file: file))
-        case .replay(let file, let mode): try HARReplayTransport(contentsOf: file, mode: mode)
+        case .replay(let file, let mode): try HARReplayTransport.shared(contentsOf: file, mode: mode)
         }
     }
 }

@@ -15,9 +15,11 @@ public import Foundation
 ///   order) and request body, compared after the redaction the recording applied (so a request
 ///   whose token or password differs from the recorded one still matches). Headers are not
 ///   compared.
-/// - **Strict** (the default): each entry answers once, in the recorded order; the next request
-///   must match the next entry. **Lenient**: any unused matching entry answers, first recorded
-///   first; when all matching entries were used, the last one answers again.
+/// - **Strict** (the default): each entry answers once, in the order recorded for its origin
+///   (scheme, host and port): a request must match the next unused entry of its own origin, while
+///   requests to different origins (an auth server and an API, each client's) may come in any
+///   order between them. **Lenient**: any unused matching entry answers, first recorded first;
+///   when all matching entries were used, the last one answers again.
 /// - **No match** fails the attempt with ``Unmatched``, whose description lists the closest
 ///   recorded entries and why each did not match. The client sees
 ///   ``Conveyor/NetworkError/transportFailed(_:)`` with it.
@@ -40,8 +42,11 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
     /// The redaction rules the recording used.
     public let redactor: Redactor
     private let entries: [HARFile.Entry]
+    /// Each origin's entries, in the recorded order (strict mode walks each on its own).
+    private let entriesByOrigin: [String: [Int]]
     private let bodyLimit: Int
-    private let used = Locked<(next: Int, used: Set<Int>)>((0, []))
+    /// How far strict mode is in each origin's entries, and which entries have answered.
+    private let used = Locked<(next: [String: Int], used: Set<Int>)>(([:], []))
 
     /// Loads a HAR file.
     /// - Parameters:
@@ -60,6 +65,37 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
         try self.init(data: data, mode: mode, redactor: redactor)
     }
 
+    /// The replay of `file` in `mode` that ``HARMode`` gives every client of the process, as its
+    /// recorders of one file share the file: one walk through the recording however many clients
+    /// (an auth client's and an API client's) take part. A file whose bytes changed since (a new
+    /// recording) gets a new replay.
+    static func shared(contentsOf file: URL, mode: Mode) throws -> HARReplayTransport {
+        let data: Data
+        do {
+            data = try Data(contentsOf: file)
+        } catch {
+            throw HARFileError(description: "\(file.lastPathComponent) could not be read")
+        }
+        let key = SharedKey(path: file.standardizedFileURL.path, mode: mode)
+        if let kept = sharedReplays.withLock({ $0[key] }), kept.data == data { return kept.replay }
+        let made = try HARReplayTransport(data: data, mode: mode)
+        return sharedReplays.withLock { replays in
+            // Another client may have loaded the same bytes meanwhile: theirs is the one.
+            if let kept = replays[key], kept.data == data { return kept.replay }
+            replays[key] = (data, made)
+            return made
+        }
+    }
+
+    private struct SharedKey: Hashable {
+        let path: String
+        let mode: Mode
+    }
+
+    /// The replays ``shared(contentsOf:mode:)`` gave, with the bytes each was loaded from. Only
+    /// `HARMode` takes the lock, never a request's path.
+    private static let sharedReplays = Locked<[SharedKey: (data: Data, replay: HARReplayTransport)]>([:])
+
     /// Loads a HAR archive from its JSON.
     /// - Parameters:
     ///   - data: HAR 1.2 JSON.
@@ -74,6 +110,9 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
             throw HARFileError(description: "not a HAR 1.2 archive: \(NetworkError.describe(error))")
         }
         self.entries = archive.log.entries
+        var byOrigin: [String: [Int]] = [:]
+        for (index, entry) in archive.log.entries.enumerated() { byOrigin[Wanted.origin(of: entry.request.url), default: []].append(index) }
+        self.entriesByOrigin = byOrigin
         // A number from a file: a negative limit trapped `prefix` on the first request with a body;
         // it reads as 0 (bodies are then compared by their digests alone).
         self.bodyLimit = max(0, archive.log._conveyorBodyLimit ?? 256 * 1024)
@@ -113,11 +152,17 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
         let pick = used.withLock { state -> Pick in
             switch mode {
             case .strict:
-                guard state.next < entries.count else { return .unmatched(next: nil) }
-                guard wanted.mismatches(entries[state.next]).isEmpty else { return .unmatched(next: state.next) }
-                state.used.insert(state.next)
-                state.next += 1
-                return .entry(state.next - 1)
+                // The next entry of the request's origin: another origin's entries (an auth
+                // server's, a CDN's) do not stand in its way.
+                let position = state.next[wanted.origin, default: 0]
+                guard let indices = entriesByOrigin[wanted.origin], position < indices.count else {
+                    return .unmatched(next: nil)
+                }
+                let next = indices[position]
+                guard wanted.mismatches(entries[next]).isEmpty else { return .unmatched(next: next) }
+                state.used.insert(next)
+                state.next[wanted.origin] = position + 1
+                return .entry(next)
             case .lenient:
                 let matching = entries.indices.filter { wanted.mismatches(entries[$0]).isEmpty }
                 guard let index = matching.first(where: { !state.used.contains($0) }) ?? matching.last else {
@@ -196,6 +241,8 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
         let method: String
         let url: String
         let location: String
+        /// Scheme, host and port: strict mode keeps the recorded order per origin.
+        let origin: String
         let query: [String: Int]
         let body: String?
         let digest: String?
@@ -204,6 +251,7 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
             method = request.method.rawValue
             url = redactor.redact(request.url)
             location = Self.location(of: url)
+            origin = Self.origin(of: url)
             query = Self.multiset(HARRecorder.queryItems(of: url))
             if let data = request.body {
                 let recorded = HARBody.make(
@@ -220,6 +268,17 @@ public final class HARReplayTransport: HTTPTransport, Sendable {
         /// The URL without its query and fragment.
         static func location(of url: String) -> String {
             String(url.prefix { $0 != "?" && $0 != "#" })
+        }
+
+        /// The origin of a URL: scheme and host lowercased, and the port, the scheme's default
+        /// when it has none (`https://API.example` and `https://api.example:443` are one). A URL
+        /// that does not parse is its own origin, whole.
+        static func origin(of url: String) -> String {
+            guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+                let host = components.host?.lowercased()
+            else { return location(of: url) }
+            let port = components.port ?? ["http": 80, "ws": 80, "https": 443, "wss": 443][scheme]
+            return "\(scheme)://\(host)" + (port.map { ":\($0)" } ?? "")
         }
 
         static func multiset(_ items: [HARFile.NameValue]) -> [String: Int] {
