@@ -175,6 +175,35 @@ extension ConformanceProbe {
                 "a chain of \(limit + 1) redirects: expected .tooManyRedirects, got \(result.summary) after "
                     + "\(max(0, followed.count - 1)) redirects were followed")
         }
+        // The same through a client, whose validation would turn a delivered 3xx into
+        // `.unacceptableStatus`: past the limit a request ends with `.tooManyRedirects` on every
+        // path (a body in memory, and for a streaming transport a streamed body and a download).
+        let client = client()
+        let query: QueryParameters = ["n": limit + 1, "run": "client"]
+        var paths: [(String, @Sendable () async throws -> Void)] = [
+            ("send", { _ = try await client.send(Request<Data>(path: "/redirect-chain", query: query)) })
+        ]
+        if transport is any StreamingHTTPTransport {
+            let file = Self.scratchFile("redirected.bin")
+            paths.append(("stream", { _ = try await client.stream(Request<Data>(path: "/redirect-chain", query: query)).body.collect() }))
+            paths.append(("download", {
+                defer { try? FileManager.default.removeItem(at: file) }
+                _ = try await client.download(Request<Data>(path: "/redirect-chain", query: query), to: file)
+            }))
+        }
+        for (name, work) in paths {
+            let outcome = await Self.bounded(hangLimit, work)
+            guard case .failure(let error)? = outcome, NetworkError(transportError: error) == .tooManyRedirects else {
+                let got =
+                    switch outcome {
+                    case nil: "no result within \(hangLimit) (a hang)"
+                    case .success: "a success"
+                    case .failure(let error)?: ConformanceResult.name(NetworkError(transportError: error))
+                    }
+                throw ConformanceFailure(
+                    "a chain of \(limit + 1) redirects through NetworkClient.\(name): expected .tooManyRedirects, got \(got)")
+            }
+        }
         return nil
     }
 

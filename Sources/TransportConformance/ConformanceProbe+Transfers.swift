@@ -8,7 +8,7 @@ import Foundation
 /// test, since resuming and streaming are the client's, on the transport's responses.
 extension ConformanceProbe {
     /// A client on the transport: retries (backoff on a clock that does not wait), and `behaviors`.
-    private func client(maxResponseSize: Int? = NetworkClient.Configuration.defaultMaxResponseSize, _ behaviors: [any RequestBehavior] = [])
+    func client(maxResponseSize: Int? = NetworkClient.Configuration.defaultMaxResponseSize, _ behaviors: [any RequestBehavior] = [])
         -> NetworkClient
     {
         let all: [any RequestBehavior] = [RetryBehavior(.exponentialBackoff(maxAttempts: 4, jitter: .none))] + behaviors

@@ -76,7 +76,9 @@ public enum TransportConformance {
         /// A 303 turns a POST into a GET without a body; 307 and 308 keep the method and body.
         case redirectMethods
         /// A chain of ``Options/maximumRedirects`` redirects succeeds; one more fails with
-        /// ``Conveyor/NetworkError/tooManyRedirects``.
+        /// ``Conveyor/NetworkError/tooManyRedirects``, from the transport and through a
+        /// ``Conveyor/NetworkClient`` (`send`, and for a streaming transport `stream` and `download`),
+        /// never as the last 3xx.
         case redirectLimit
         /// A connection closed after 100 of 1000 promised body bytes is an error, never a
         /// truncated success.

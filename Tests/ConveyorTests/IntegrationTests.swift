@@ -314,6 +314,33 @@ struct SignalBeforeSend: SendObserving {
         }
     }
 
+    /// Docs/Reliability.md: with the default `maximumRedirects` (10) a chain of 10 redirects is
+    /// followed, and one more ends the request with `.tooManyRedirects` whatever reads the body;
+    /// the last 3xx is never delivered (it would be `.unacceptableStatus`).
+    @Test(arguments: ["send", "stream", "download", "events"])
+    func pastTheDefaultLimitEveryPathEndsWithTooManyRedirects(reader: String) async throws {
+        struct End: Decodable { let end: Bool }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try await LocalServer.withServer { server in
+            let client = NetworkClient(baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral))
+            let followed = try await client.send(Request<End>(path: "/chain", query: ["n": 10]))
+            #expect(followed.end)
+            let over = Request<Data>(path: "/chain", query: ["n": 11])
+            do {
+                switch reader {
+                case "send": _ = try await client.send(over)
+                case "stream": _ = try await client.stream(over).body.collect()
+                case "download": _ = try await client.download(over, to: scratch.file("chain.bin"))
+                default: for try await _ in client.events(over) {}
+                }
+                Issue.record("\(reader): a chain of 11 redirects succeeded")
+            } catch {
+                #expect(error as? NetworkError == .tooManyRedirects, "\(reader): \(error)")
+            }
+        }
+    }
+
     @Test func aPlainSessionsRedirectLoopEndsWithTooManyRedirects() async throws {
         try await LocalServer.withServer { server in
             let client = NetworkClient(baseURL: server.baseURL, transport: URLSession(configuration: .ephemeral))

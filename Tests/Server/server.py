@@ -40,6 +40,16 @@ def held_event(name):
         return held_events.setdefault(name, threading.Event())
 
 
+endless_written = {}  # /endless?key=: bytes written before the client hung up
+endless_events = {}
+
+
+def endless_event(key):
+    """Set when /endless?key=<key> stopped writing."""
+    with counters_lock:
+        return endless_events.setdefault(key, threading.Event())
+
+
 gzip_cache = {}
 
 
@@ -288,9 +298,23 @@ class Handler(BaseHTTPRequestHandler):
             self.stream(int(arg("bytes", str(1 << 30))), gzip=False)
         elif url.path == "/gzipbomb":  # a small gzip body that inflates to `bytes` zero bytes
             self.stream(int(arg("bytes", str(1 << 30))), gzip=True)
+        elif url.path == "/endless/written":  # how much /endless?key= wrote, once it stopped: endless()
+            done = endless_event(arg("key", ""))
+            finished = done.wait(float(arg("wait", "60")))
+            with counters_lock:
+                written = endless_written.get(arg("key", ""), 0)
+            self.send(200, {"written": written, "finished": finished})
+        elif url.path == "/endless":  # writes until the client hangs up, counting: endless()
+            self.endless(arg("key", ""), arg("type", "events"), int(arg("bytes", str(1 << 30))))
         elif url.path == "/nested":  # JSON nested `depth` arrays deep
             depth = int(arg("depth", "10000"))
             self.send(200, "[" * depth + "]" * depth)
+        elif url.path == "/chain":  # `n` redirects (302 to n-1), then {"end": true} at n=0
+            left = int(arg("n", "0"))
+            if left > 0:
+                self.send(302, b"", headers=[("Location", "/chain?n=%d" % (left - 1))])
+            else:
+                self.send(200, {"end": True})
         elif url.path == "/loop":  # redirects to itself forever
             self.send(302, b"", headers=[("Location", "/loop")])
         elif url.path == "/redirect":
@@ -509,6 +533,36 @@ class Handler(BaseHTTPRequestHandler):
                     sent += len(part)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True  # the client stopped reading: that is the point
+
+    def endless(self, key, kind, total):
+        """Writes `total` bytes (1 GiB by default) until the client hangs up, and records in
+        `endless_written[key]` how many the kernel accepted before the connection broke (or all of
+        them); `/endless/written?key=` waits for that. `type=events`: a `text/event-stream` whose
+        one line never ends (`data: xxx…`, no line break); `type=bytes`: octet-stream zeros under
+        its Content-Length."""
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if kind == "events" else "application/octet-stream")
+        if kind != "events":
+            self.send_header("Content-Length", str(total))
+        self.end_headers()
+        events = kind == "events"
+        chunk = memoryview(b"x" * 65536 if events else bytes(65536))  # slices of a view copy nothing
+        written = 0
+        try:
+            if events:
+                self.wfile.write(b"data: ")
+                written = 6
+            while written < total:
+                part = chunk[: min(len(chunk), total - written)]
+                self.wfile.write(part)
+                written += len(part)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            with counters_lock:
+                endless_written[key] = written
+            endless_event(key).set()
 
     # Header values no server should send, as raw bytes: a non-ASCII character inside an HTTP
     # date (this ended the process through Foundation's DateFormatter on Linux), a non-ASCII
