@@ -394,19 +394,64 @@ package enum SecretName {
         return mask
     }
 
-    private static func words(_ list: String...) -> [[UInt8]] { list.map { Array($0.utf8) } }
+    private static func words(_ list: String...) -> WordSet { WordSet(list) }
 
-    private static func isIn(_ word: Word, _ list: [[UInt8]]) -> Bool { list.contains { word.elementsEqual($0) } }
+    private static func isIn(_ word: Word, _ list: WordSet) -> Bool { list.contains(word) }
+
+    /// A set of lowercase words of at most 16 bytes, each packed into two integers and kept
+    /// sorted: a lookup is a binary search of integer pairs, no hashing and no allocation (this
+    /// runs for every header a redaction, a cache key or a redirect check sees).
+    private struct WordSet: Sendable {
+        /// The words as written, for the run-together suffix checks.
+        let list: [[UInt8]]
+        private let keys: [Key]
+
+        private struct Key: Comparable, Sendable {
+            let high: UInt64
+            let low: UInt64
+            static func < (a: Key, b: Key) -> Bool { a.high != b.high ? a.high < b.high : a.low < b.low }
+        }
+
+        init(_ words: [String]) {
+            list = words.map { Array($0.utf8) }
+            keys = list.compactMap { Self.key($0) }.sorted()
+        }
+
+        /// The bytes packed big-endian and zero-padded (words hold no zero byte, so the padding
+        /// tells the length); `nil` for a word longer than 16 bytes, which no set holds.
+        private static func key(_ word: some Collection<UInt8>) -> Key? {
+            guard word.count <= 16 else { return nil }
+            var high: UInt64 = 0
+            var low: UInt64 = 0
+            var index = 0
+            for byte in word {
+                if index < 8 { high |= UInt64(byte) << UInt64(56 - 8 * index) } else { low |= UInt64(byte) << UInt64(56 - 8 * (index - 8)) }
+                index += 1
+            }
+            return Key(high: high, low: low)
+        }
+
+        func contains(_ word: Word) -> Bool {
+            guard let key = Self.key(word) else { return false }
+            var lower = 0
+            var upper = keys.count
+            while lower < upper {
+                let middle = (lower + upper) / 2
+                if keys[middle] < key { lower = middle + 1 } else { upper = middle }
+            }
+            return lower < keys.count && keys[lower] == key
+        }
+    }
 
     /// Whether `first` and `second` written together are one of `list` (`one`+`time`).
-    private static func isJoined(_ first: Word, _ second: Word, in list: [[UInt8]]) -> Bool {
-        list.contains { $0.count == first.count + second.count && $0.prefix(first.count).elementsEqual(first)
+    private static func isJoined(_ first: Word, _ second: Word, in set: WordSet) -> Bool {
+        set.list.contains { $0.count == first.count + second.count && $0.prefix(first.count).elementsEqual(first)
             && $0.suffix(second.count).elementsEqual(second) }
     }
 
     /// Whether a run-together word's stem ends in a qualifier (`xapi` in `xapikey`).
-    private static func hasQualifierSuffix(_ stem: Word, _ list: [[UInt8]]) -> Bool {
-        list.contains { stem.count >= $0.count && stem.suffix($0.count).elementsEqual($0) }
+    private static func hasQualifierSuffix(_ stem: Word, _ set: WordSet) -> Bool {
+        set.list.contains { stem.count >= $0.count && stem.suffix($0.count).elementsEqual($0) }
     }
 
     private static func equals(_ word: Word, _ other: String) -> Bool { word.elementsEqual(other.utf8) }
