@@ -7,8 +7,11 @@ public import Foundation
 ///
 /// Which names mean a secret is one rule over the words of a name, the same for headers,
 /// fields, query items and nested keys (`user[password]`), in any spelling (`api_token`,
-/// `apiToken`, `X-Api-Token`): the Reliability guide lists it. What you configure here is added to
-/// the rule; nothing takes a name away from it.
+/// `apiToken`, `X-Api-Token`): the Reliability guide lists it. A few names alone are ambiguous
+/// (`key`, `session`, `auth`, `code`, `pin`…): in bodies, queries and forms their value decides,
+/// and only a value that cannot be a credential is shown (`{"key":"theme"}`, `{"pin":true}`; never
+/// `{"pin":"1234"}`); a header's value is hidden by its name alone. What you configure here is
+/// added to the rule and hidden whatever its value; nothing takes a name away from it.
 ///
 /// ```swift
 /// let redactor = Redactor(fields: ["email", "cardNumber"])   // the rule, and these two
