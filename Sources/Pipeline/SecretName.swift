@@ -20,7 +20,8 @@
 ///    `csrf`, `xsrf`, `bearer`, `jwt` or `assertion`, or a word that is `ssn`, `sig`, `pwd`, `pw`,
 ///    `mnemonic` or `xprv`: a secret.
 /// 4. Otherwise the head decides: a credential noun is a secret — a word ending in `token`
-///    (not after `page`, `next`, `continuation`, `sync`…: a cursor), `nonce` or `verifier`;
+///    (not after `page`, `next`, `continuation`, `sync`…: a cursor), `nonce` (not a `request`'s,
+///    a tag the server echoes: `X-Request-Nonce`) or `verifier`;
 ///    `authorization`, `authenticate`, `pass`, `creds`, `salt`, `crumb`, `hmac…`, `cvv`, `cvc`;
 ///    `sid` alone, run together (`PHPSESSID`) or after `connect`/`session`; `id` after
 ///    `session`; `key` after a word that makes a key secret (`api`, `access`, `private`,
@@ -175,6 +176,8 @@ package enum SecretName {
             if !stem.isEmpty, hasQualifierSuffix(stem, cursorQualifiers) { return .plain }
             return .secret
         }
+        // A request's nonce (`X-Request-Nonce`) is a tag the server echoes, like a request id.
+        if equals(head, "nonce"), let previous, equals(previous, "request") { return .plain }
         if hasSuffix(head, "nonce") || hasSuffix(head, "verifier") || hasSuffix(head, "sessid") || hasSuffix(head, "sessionid")
             || hasSuffix(head, "authorization") || hasSuffix(head, "authorisation") || hasPrefix(head, "hmac")
         {

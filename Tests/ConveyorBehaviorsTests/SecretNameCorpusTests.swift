@@ -224,11 +224,19 @@ import Testing
             #"{"password":"hunter"}"#: #"{"password":"***"}"#,
             #"{"api_key":true}"#: #"{"api_key":"***"}"#,
             #"{"access_token":null}"#: #"{"access_token":"***"}"#,
+            #"{"password":null}"#: #"{"password":"***"}"#,
         ]
         for (input, expected) in cases { #expect(json(input) == expected, "\(input)") }
-        // A value the preview window cut is no word.
-        #expect(!redactor.preview(Data(#"{"key":"themeXYZ"}"#.utf8), contentType: "application/json", limit: 3).contains("them"))
+        // At every preview limit, the PIN stays hidden and the setting is cut, never masked.
+        let pair = #"{"pin":"1234","key":"theme"}"#
+        for limit in 1...pair.utf8.count {
+            let shown = redactor.preview(Data(pair.utf8), contentType: "application/json", limit: limit)
+            #expect(!shown.contains("1234") && !shown.contains(#""key":"***""#), "limit \(limit): \(shown)")
+        }
         #expect(form("pin=1234&pin=true&key=K3y&session=s3ss") == "pin=***&pin=***&key=***&session=***")
+        // A name added to the redactor hides whatever its value.
+        let added = Redactor(fields: ["key"]).preview(Data(#"{"key":"theme"}"#.utf8), contentType: "application/json", limit: 4096)
+        #expect(added == #"{"key":"***"}"#)
         let url = URL(string: "https://api.example/cb?code=4%2F0AX4&key=AIza9")!
         #expect(redactor.redact(url) == "https://api.example/cb?code=***&key=***")
     }
