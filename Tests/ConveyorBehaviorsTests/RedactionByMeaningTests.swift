@@ -58,9 +58,11 @@ import Testing
         "Sec-WebSocket-Key", "Public-Key-Pins", "Content-Disposition", "Access-Control-Allow-Credentials",
     ]
 
-    /// The ordinary names the rule hides (its false positives): each means something about a
-    /// credential, and hiding it costs a log reader one value. A new one fails the test below.
-    static let knownFalsePositives: Set<String> = ["cookie_consent", "authentication_method", "Access-Control-Allow-Credentials"]
+    /// The ordinary names the rule hides in some spelling (its false positives): both only when
+    /// run together (`cookieconsent`, `accesscontrolallowcredentials`), where the words that make
+    /// them metadata or a flag cannot be told apart. A new one fails the test below. (The rates the
+    /// guide states are measured on real spellings by `SecretNameCorpusTests`.)
+    static let knownFalsePositives: Set<String> = ["cookie_consent", "Access-Control-Allow-Credentials"]
 
     /// A name in the spellings APIs use: as given, snake, kebab, dotted, upper snake, capitalized
     /// kebab, camel, Pascal and run together.
@@ -126,7 +128,6 @@ import Testing
             }
         }
         #expect(hidden == Self.knownFalsePositives)
-        // The Reliability guide states this rate: 3 of 140 ordinary names (2.1 %).
         #expect(Self.ordinaryNames.count == 140)
     }
 
@@ -154,6 +155,13 @@ import Testing
         #expect(added.contains("x-tenant") && !SensitiveHeaders.standard.contains("X-Tenant"))
     }
 
+    /// The rule's words that make a name a flag (Reliability guide, step 1).
+    static let flagWords: Set<String> = [
+        "is", "has", "have", "allow", "allows", "allowed", "accept", "enable", "enables", "enabled", "disable", "disabled",
+        "require", "requires", "required", "supports", "supported", "use", "with", "include", "includes", "needs",
+        "should", "can", "show", "hide", "expose", "optional",
+    ]
+
     /// The letter pre-check never hides a word: generated names around a secret word are judged
     /// the same with and without the pre-check's short cut (a reference that splits with
     /// Foundation and applies the same rule word by word).
@@ -164,6 +172,9 @@ import Testing
         for _ in 0..<3000 {
             var head = ""
             for _ in 0..<Int(generator.next() % 8) { head.append(alphabet[Int(generator.next() % 26)]) }
+            // A word that makes a name a flag (`is_cookie`, `has_password`) is the one prefix that
+            // changes the verdict, by design.
+            if Self.flagWords.contains(head) { continue }
             let word = words[Int(generator.next() % UInt64(words.count))]
             let separator = ["_", "-", ".", "[", " "][Int(generator.next() % 5)]
             let name = head.isEmpty ? word : head + separator + word

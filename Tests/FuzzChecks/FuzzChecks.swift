@@ -459,10 +459,20 @@ public enum FuzzChecks {
     /// 2. Known secrets: the input chooses a secret (any bytes) and a text with the secret
     ///    spliced in as sent, percent-encoded or JSON-escaped; once the redactor knows the
     ///    secret, neither it nor any 8-byte piece of it may survive.
+    /// 3. Ambiguous names (`key`, `session`, `pin`, `code`…): under each the input puts either a
+    ///    value holding `§` (never shown) or a value that is plainly no credential for that name
+    ///    (a literal, lowercase words, a small integer), which must be shown as it is, in JSON
+    ///    and in a form.
+    /// 4. The rule by meaning is one rule whatever the spelling: a name of rule words the input
+    ///    picks (heads, metadata, flags, qualifiers, ordinary words) has the same verdict in snake,
+    ///    kebab, dotted, camel, Pascal and upper spelling, and a JSON value and a form value under
+    ///    it are hidden exactly when the verdict says.
     @Sendable public static func redactor(_ bytes: [UInt8]) -> String? {
         var input = FuzzInput(bytes)
         let redactor = Redactor()
-        switch input.choose(3) {
+        switch input.choose(5) {
+        case 3: return ambiguousValues(&input, redactor)
+        case 4: return spellings(&input, redactor)
         case 0:
             let (body, isForm) = structuredBody(&input)
             let limit = 1 + input.choose(body.utf8.count + 16)
@@ -499,6 +509,86 @@ public enum FuzzChecks {
             }
             return nil
         }
+    }
+
+    /// Ambiguous names with values that are plainly no credential for them (shown) or hold the
+    /// marker (hidden).
+    static func ambiguousValues(_ input: inout FuzzInput, _ redactor: Redactor) -> String? {
+        let names: [(name: String, plain: [String])] = [
+            ("key", ["\"theme\"", "\"dark_mode\"", "\"notifications.email\"", "42", "-1", "true", "null"]),
+            ("session", ["\"active\"", "\"expired session\"", "false", "7"]),
+            ("auth", ["\"basic\"", "\"none\"", "true"]), ("sign", ["-1", "\"positive\"", "null"]),
+            ("code", ["\"invalid_grant\"", "\"not-found\"", "null"]), ("pin", ["true", "false", "null"]),
+            ("otp", ["false", "null"]), ("X-Session", ["\"active\"", "null"]),
+        ]
+        var members: [String] = []
+        var shown: [String] = []
+        var formPairs: [String] = []
+        var formShown: [String] = []
+        for _ in 0..<(1 + input.choose(5)) {
+            let (name, plain) = names[input.choose(names.count)]
+            if input.choose(2) == 0 {
+                let value = plain[input.choose(plain.count)]
+                members.append("\"\(name)\":" + spaces[input.choose(spaces.count)] + value)
+                shown.append("\"\(name)\":" + value)
+                // In a form the same words are text: `true` is a word there (hidden under `pin`).
+                if value.hasPrefix("\""), name != "pin", name != "otp" {
+                    let word = String(value.dropFirst().dropLast()).replacingOccurrences(of: " ", with: "+")
+                    formPairs.append("\(name)=\(word)")
+                    formShown.append("\(name)=\(word)")
+                }
+            } else {
+                members.append("\"\(name)\":\"" + jsonEscaped(secretValue(&input)) + "\"")
+                let value = SecretScrubber.percentEncoded(Array(secretValue(&input).utf8), allowed: SecretScrubber.isUnreserved, upper: true)
+                formPairs.append(name + "=" + String(decoding: value, as: UTF8.self))
+            }
+        }
+        let body = "{" + members.joined(separator: ",") + "}"
+        let preview = redactor.preview(Data(body.utf8), contentType: "application/json", limit: body.utf8.count + 1)
+        if leaksMarker(preview) { return "a hidden value survived: \(body.debugDescription) gave \(preview.debugDescription)" }
+        // Compared without the whitespace between tokens (the words inside a value keep theirs).
+        func squeezed(_ text: String) -> String { String(text.unicodeScalars.filter { !" \n\r\t".unicodeScalars.contains($0) }) }
+        for member in shown where !squeezed(preview).contains(squeezed(member)) {
+            return "\(member) was not shown: \(body.debugDescription) gave \(preview.debugDescription)"
+        }
+        let form = formPairs.joined(separator: "&")
+        let formPreview = redactor.preview(Data(form.utf8), contentType: "application/x-www-form-urlencoded", limit: form.utf8.count + 1)
+        if leaksMarker(formPreview) { return "a hidden form value survived: \(form) gave \(formPreview)" }
+        for pair in formShown where !formPreview.contains(pair) { return "\(pair) was not shown: \(form) gave \(formPreview)" }
+        return nil
+    }
+
+    /// Words of the rule's every role, for names the input composes.
+    static let ruleWords = [
+        "token", "key", "code", "secret", "password", "nonce", "verifier", "crumb", "sign", "hmac", "session", "sid",
+        "auth", "pin", "otp", "api", "access", "private", "public", "client", "page", "next", "method", "type", "endpoint",
+        "check", "expires", "at", "count", "name", "is", "allow", "required", "hint", "value", "hash", "id", "user",
+        "account", "mfa", "oob", "one", "time", "cvc", "signature", "cookie", "consent", "x", "status", "country", "seed",
+        "phrase", "theme", "monkey", "author", "secretary", "connect", "primary", "reset", "device",
+    ]
+
+    /// A name of rule words in every spelling that keeps its words apart: one verdict, and the
+    /// redactor hides a value under it exactly when the verdict is not `.plain` (an ambiguous
+    /// name's value here looks generated).
+    static func spellings(_ input: inout FuzzInput, _ redactor: Redactor) -> String? {
+        let words = (0..<(1 + input.choose(4))).map { _ in ruleWords[input.choose(ruleWords.count)] }
+        let capitalized = words.map { $0.prefix(1).uppercased() + $0.dropFirst() }
+        let snake = words.joined(separator: "_")
+        let verdict = SecretName.verdict(snake)
+        for spelled in [
+            words.joined(separator: "-"), words.joined(separator: "."), snake.uppercased(), capitalized.joined(separator: "-"),
+            (words.first ?? "") + capitalized.dropFirst().joined(), capitalized.joined(),
+        ] where SecretName.verdict(spelled) != verdict {
+            return "\(spelled) is \(SecretName.verdict(spelled)), \(snake) is \(verdict)"
+        }
+        let value = "Qz9" + marker + "Kx7"
+        let json = "{\"\(snake)\":\"\(value)\"}"
+        let preview = redactor.preview(Data(json.utf8), contentType: "application/json", limit: 4096)
+        if leaksMarker(preview) != (verdict == .plain) { return "\(snake) (\(verdict)) gave \(preview)" }
+        let form = snake + "=" + String(decoding: SecretScrubber.percentEncoded(Array(value.utf8), allowed: SecretScrubber.isUnreserved, upper: true), as: UTF8.self)
+        let formPreview = redactor.preview(Data(form.utf8), contentType: "application/x-www-form-urlencoded", limit: 4096)
+        if leaksMarker(formPreview) != (verdict == .plain) { return "\(snake) (\(verdict)) gave \(formPreview)" }
+        return nil
     }
 
     /// The marker every generated hidden value holds, and its spellings.
@@ -552,6 +642,17 @@ public enum FuzzChecks {
         "current_password", "password_confirmation", "passcode", "session_id", "x_functions_key", "mfa_code",
         "user[password]", "api[key]", "auth[token]",
     ]
+    /// Secret names hidden in every spelling that keeps their words apart (run together, `sign`,
+    /// `crumb` or `hint` is no longer a word of its own).
+    static let wordHiddenNames = [
+        "code_verifier", "x_wp_nonce", "cb_access_sign", "jenkins_crumb", "x_shopify_hmac_sha256", "oob_code",
+        "x_jfrog_art_api", "id_token_hint", "x_hub_signature_256", "otp_attempt", "one_time_code", "payment_method_nonce",
+        "x_sentry_auth", "listen_key", "seed_phrase", "aws_access_key_id",
+    ]
+    static func anyHiddenName(_ input: inout FuzzInput) -> String {
+        let all = hiddenNames + wordHiddenNames
+        return all[input.choose(all.count)]
+    }
     static let plainNames = ["id", "name", "note", "list", "nested", "data", "state", "token_type", "max_tokens", "keyboard", "author"]
 
     /// A name in a spelling the input chooses: as written, snake, kebab, dotted, camel, Pascal,
@@ -560,7 +661,8 @@ public enum FuzzChecks {
         guard !name.contains("[") else { return name }
         let words = name.lowercased().split(whereSeparator: { $0 == "_" || $0 == "-" }).map(String.init)
         let capitalized = words.map { $0.prefix(1).uppercased() + $0.dropFirst() }
-        switch input.choose(8) {
+        let runTogether = !wordHiddenNames.contains(name)
+        switch input.choose(runTogether ? 8 : 6) {
         case 0: return words.joined(separator: "_")
         case 1: return words.joined(separator: "-")
         case 2: return words.joined(separator: ".")
@@ -603,7 +705,7 @@ public enum FuzzChecks {
             var pairs: [String] = []
             for _ in 0..<(1 + input.choose(4)) {
                 if input.choose(2) == 0 {
-                    let name = spelledName(hiddenNames[input.choose(hiddenNames.count)], &input)
+                    let name = spelledName(anyHiddenName(&input), &input)
                     let encodedName = name.utf8.map { byte in
                         input.choose(3) == 0 ? "%" + hex4(UInt32(byte), upper: true).suffix(2) : String(UnicodeScalar(byte))
                     }.joined()
@@ -633,7 +735,7 @@ public enum FuzzChecks {
             var members: [String] = []
             for _ in 0..<input.choose(5) {
                 let isHidden = input.choose(2) == 0
-                let name = isHidden ? spelledName(hiddenNames[input.choose(hiddenNames.count)], &input) : plainNames[input.choose(plainNames.count)]
+                let name = isHidden ? spelledName(anyHiddenName(&input), &input) : plainNames[input.choose(plainNames.count)]
                 let key = "\"" + escapedKey(name, &input) + "\""
                 members.append(space() + key + space() + ":" + space() + jsonValue(&input, depth: depth + 1, hidden: hidden || isHidden) + space())
             }
@@ -646,7 +748,7 @@ public enum FuzzChecks {
             (0..<(1 + input.choose(3))).map { _ in
                 if input.choose(2) == 0 {
                     let value = SecretScrubber.percentEncoded(Array(secretValue(&input).utf8), allowed: SecretScrubber.isUnreserved, upper: input.choose(2) == 0)
-                    let name = spelledName(hiddenNames[input.choose(hiddenNames.count)], &input)
+                    let name = spelledName(anyHiddenName(&input), &input)
                     let encodedName = String(decoding: SecretScrubber.percentEncoded(Array(name.utf8), allowed: SecretScrubber.isUnreserved, upper: true), as: UTF8.self)
                     return encodedName + "=" + String(decoding: value, as: UTF8.self)
                 }

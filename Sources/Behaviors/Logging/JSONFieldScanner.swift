@@ -1,3 +1,5 @@
+import ConveyorPipeline
+
 /// Reads JSON (or JSON-like text cut anywhere) as a stream of tokens, without building objects,
 /// to find the values of hidden keys: one pass over the bytes, memory linear in the input.
 ///
@@ -6,16 +8,20 @@
 /// whole JSON value that follows: a string, a number or literal, or an array or object with
 /// everything nested in it (strings inside are skipped whole, so brackets in them do not count).
 /// A value cut by the end of the text runs to the end.
+///
+/// Which keys hide their value is a ``SecretName/Verdict`` per key: a secret's value is always
+/// hidden, an ambiguous one's unless ``SecretName/shows(value:json:under:)`` says the value
+/// cannot be a credential (`{"key":"theme"}`, `{"pin":true}`).
 struct JSONFieldScanner {
     let bytes: [UInt8]
 
-    /// The text with the value of every key for which `hides` is true replaced by
-    /// `"<mask>"`: still valid JSON where the input was.
-    func masking(where hides: (String) -> Bool, mask: [UInt8]) -> [UInt8] {
+    /// The text with the value of every key whose verdict hides it replaced by `"<mask>"`: still
+    /// valid JSON where the input was.
+    func masking(where verdict: (String) -> SecretName.Verdict, mask: [UInt8]) -> [UInt8] {
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = 0
-        forEachHiddenValue(where: hides) { copyUpTo, valueRange in
+        forEachHiddenValue(where: verdict) { copyUpTo, valueRange in
             output.append(contentsOf: bytes[index..<copyUpTo])
             output.append(UInt8(ascii: "\""))
             output.append(contentsOf: mask)
@@ -28,9 +34,9 @@ struct JSONFieldScanner {
 
     /// Every string (decoded) and every other scalar (as written) inside the values of hidden
     /// keys.
-    func hiddenLeaves(where hides: (String) -> Bool) -> [String] {
+    func hiddenLeaves(where verdict: (String) -> SecretName.Verdict) -> [String] {
         var leaves: [String] = []
-        forEachHiddenValue(where: hides) { _, range in
+        forEachHiddenValue(where: verdict) { _, range in
             var index = range.lowerBound
             while index < range.upperBound {
                 let byte = bytes[index]
@@ -59,7 +65,7 @@ struct JSONFieldScanner {
     /// Calls `body` for each hidden key's value, in order, with the index where the value's
     /// replacement goes (after the key, its colon and the whitespace after it) and the value's
     /// range. Values never overlap.
-    private func forEachHiddenValue(where hides: (String) -> Bool, _ body: (Int, Range<Int>) -> Void) {
+    private func forEachHiddenValue(where judge: (String) -> SecretName.Verdict, _ body: (Int, Range<Int>) -> Void) {
         var index = 0
         while index < bytes.count {
             guard bytes[index] == UInt8(ascii: "\"") else {
@@ -68,12 +74,22 @@ struct JSONFieldScanner {
             }
             let end = stringEnd(from: index)
             let colon = skipSpace(end)
-            guard colon < bytes.count, bytes[colon] == UInt8(ascii: ":"), hides(decodedString(index, end)) else {
+            guard colon < bytes.count, bytes[colon] == UInt8(ascii: ":") else {
+                index = end
+                continue
+            }
+            let verdict = judge(decodedString(index, end))
+            guard verdict != .plain else {
                 index = end
                 continue
             }
             let valueStart = skipSpace(colon + 1)
             let valueEnd = self.valueEnd(from: valueStart)
+            // Only a scalar can be shown, so what follows it is read on from its end.
+            if verdict != .secret, SecretName.shows(value: bytes[valueStart..<valueEnd], json: true, under: verdict) {
+                index = valueEnd
+                continue
+            }
             body(valueStart, valueStart..<valueEnd)
             index = valueEnd
         }

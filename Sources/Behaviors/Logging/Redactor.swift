@@ -7,8 +7,11 @@ public import Foundation
 ///
 /// Which names mean a secret is one rule over the words of a name, the same for headers,
 /// fields, query items and nested keys (`user[password]`), in any spelling (`api_token`,
-/// `apiToken`, `X-Api-Token`): the Reliability guide lists it. What you configure here is added to
-/// the rule; nothing takes a name away from it.
+/// `apiToken`, `X-Api-Token`): the Reliability guide lists it. A few names alone are ambiguous
+/// (`key`, `session`, `auth`, `code`, `pin`…): in bodies, queries and forms their value decides,
+/// and only a value that cannot be a credential is shown (`{"key":"theme"}`, `{"pin":true}`; never
+/// `{"pin":"1234"}`); a header's value is hidden by its name alone. What you configure here is
+/// added to the rule and hidden whatever its value; nothing takes a name away from it.
 ///
 /// ```swift
 /// let redactor = Redactor(fields: ["email", "cardNumber"])   // the rule, and these two
@@ -169,7 +172,7 @@ public struct Redactor: Sendable {
             if !first { output.append(UInt8(ascii: "&")) }
             first = false
             guard let equals = pair.firstIndex(of: UInt8(ascii: "=")),
-                hides(field: String(decoding: Self.formDecoded(pair[..<equals]), as: UTF8.self))
+                hides(field: String(decoding: Self.formDecoded(pair[..<equals]), as: UTF8.self), value: pair[(equals + 1)...])
             else {
                 output += pair
                 continue
@@ -180,14 +183,32 @@ public struct Redactor: Sendable {
         return output
     }
 
-    /// Whether a query item, form field or JSON key's value must be hidden.
-    /// The same rule as headers (``SensitiveHeaders/contains(_:)``: the one secret rule and the
-    /// client's added names), and the names added here.
+    /// Whether a query item, form field or JSON key's value may be hidden (it is, unless the
+    /// name is ambiguous and the value plainly no credential: ``verdict(field:sensitive:)``).
     func hides(field name: String, sensitive: SensitiveHeaders = .standard) -> Bool {
-        if sensitive.contains(name) { return true }
-        guard !normalizedFields.isEmpty || !normalizedHeaders.isEmpty else { return false }
-        let key = Self.normalized(name)
-        return normalizedFields.contains(key) || normalizedHeaders.contains(key)
+        verdict(field: name, sensitive: sensitive) != .plain
+    }
+
+    /// What a query item, form field or JSON key's name says of its value: the one secret rule
+    /// (``SecretName``), and a secret whatever its value for a name the client added to its
+    /// ``SensitiveHeaders`` or one added here.
+    func verdict(field name: String, sensitive: SensitiveHeaders = .standard) -> SecretName.Verdict {
+        if !sensitive.added.isEmpty, sensitive.added.contains(where: { HTTPHeaders.namesEqual($0, name) }) { return .secret }
+        if !normalizedFields.isEmpty || !normalizedHeaders.isEmpty {
+            let key = Self.normalized(name)
+            if normalizedFields.contains(key) || normalizedHeaders.contains(key) { return .secret }
+        }
+        return SecretName.verdict(name)
+    }
+
+    /// Whether a form or query item's value (as written, percent-encoded) must be hidden.
+    func hides(field name: String, value: ArraySlice<UInt8>, sensitive: SensitiveHeaders = .standard) -> Bool {
+        let verdict = verdict(field: name, sensitive: sensitive)
+        switch verdict {
+        case .plain: return false
+        case .secret: return true
+        case .ambiguous: return !SecretName.shows(value: Self.formDecoded(value), json: false, under: verdict)
+        }
     }
 
     /// How much of a body a preview reads beyond its limit, so that a secret the limit cuts is
@@ -218,7 +239,7 @@ public struct Redactor: Sendable {
         // character that completes a secret.
         var text = Array(String(decoding: body.prefix(window), as: UTF8.self).utf8)
         let isForm = contentType.flatMap(MediaType.init)?.isFormURLEncoded ?? false
-        text = isForm ? redacting(formEncoded: text[...]) : JSONFieldScanner(bytes: text).masking(where: { self.hides(field: $0) }, mask: Array("***".utf8))
+        text = isForm ? redacting(formEncoded: text[...]) : JSONFieldScanner(bytes: text).masking(where: { self.verdict(field: $0) }, mask: Array("***".utf8))
         text = scrubber.scrub(text)
         guard text.count > limit || window < body.count else { return String(decoding: text, as: UTF8.self) }
         // Cut at a character boundary, then drop what a cut left of a secret.
@@ -277,7 +298,7 @@ public struct Redactor: Sendable {
 
     /// Masks the values of hidden keys in JSON or JSON-like text (see ``JSONFieldScanner``).
     func redact(jsonLike text: String) -> String {
-        String(decoding: JSONFieldScanner(bytes: Array(text.utf8)).masking(where: { self.hides(field: $0) }, mask: Array("***".utf8)), as: UTF8.self)
+        String(decoding: JSONFieldScanner(bytes: Array(text.utf8)).masking(where: { self.verdict(field: $0) }, mask: Array("***".utf8)), as: UTF8.self)
     }
 
     /// The secret values a request carries, so they can be scrubbed from echoes: hidden
@@ -286,7 +307,7 @@ public struct Redactor: Sendable {
     /// items, and of hidden form fields, and every string and scalar under a hidden JSON key.
     package func secretValues(in request: HTTPRequest) -> [String] {
         let sensitive = request.sensitiveHeaders
-        let hidesField = { (name: String) in self.hides(field: name, sensitive: sensitive) }
+        let judge = { (name: String) in self.verdict(field: name, sensitive: sensitive) }
         var values = request.headers.credentialValues { self.hides(header: $0, sensitive: sensitive) }
         let url = Array(request.url.absoluteString.utf8)[...]
         values += Self.userInfo(of: url)
@@ -301,12 +322,14 @@ public struct Redactor: Sendable {
         if let body = request.body, body.count <= 1 << 20 {
             let bytes = Array(body)
             items.append(bytes[...])
-            values += JSONFieldScanner(bytes: bytes).hiddenLeaves(where: hidesField)
+            values += JSONFieldScanner(bytes: bytes).hiddenLeaves(where: judge)
         }
         for list in items {
             for pair in list.split(separator: UInt8(ascii: "&")) {
                 guard let equals = pair.firstIndex(of: UInt8(ascii: "=")),
-                    hidesField(String(decoding: Self.formDecoded(pair[..<equals]), as: UTF8.self))
+                    hides(
+                        field: String(decoding: Self.formDecoded(pair[..<equals]), as: UTF8.self), value: pair[(equals + 1)...],
+                        sensitive: sensitive)
                 else { continue }
                 values.append(String(decoding: Self.formDecoded(pair[(equals + 1)...]), as: UTF8.self))
             }

@@ -30,7 +30,9 @@ public struct ResponseVerificationBehavior: HeaderAdding, ResponseValidating {
 
     /// Creates the behavior.
     /// - Parameters:
-    ///   - headerName: The header sent and expected back; `X-Request-Nonce` by default.
+    ///   - headerName: The header sent and expected back; `X-Request-Nonce` by default (a
+    ///     request's tag, no credential). A name that means a credential (`X-Nonce`) is treated as
+    ///     one: redacted, part of the cache's and de-duplication's identity, never stored.
     ///   - makeNonce: Makes a nonce; a random UUID by default.
     ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
     ///     default. Give two behaviors of one type different names to leave one out.
