@@ -15,20 +15,24 @@ public struct EventStreamOptions: Sendable {
     /// dropped and the stream reconnects; it replaces the request's per-attempt `timeout`. `nil`
     /// for no limit. 120 s by default.
     public var idleTimeout: Duration? = .seconds(120)
-    /// The delay before reconnecting when the server sent no `retry:` field. 1 s by default.
+    /// The delay before reconnecting when the server sent no `retry:` field. 1 s by default. Like
+    /// a server's `retry:`, it is a floor: jitter only lengthens it.
     public var reconnectDelay: Duration = .seconds(1)
     /// The shortest delay before any reconnect, whatever the server's `retry:` asks (a `retry: 0`
     /// and a server that closes at once would otherwise be hundreds of connections a second).
     /// 250 ms by default.
     public var minReconnectDelay: Duration = .milliseconds(250)
-    /// The most a server's `retry:` can ask for; longer values are lowered to it. 5 minutes by
-    /// default.
+    /// The most a server's `retry:` can ask for; longer values are lowered to it. Also the cap
+    /// (before jitter) after a connection that delivered an event. 5 minutes by default.
     public var maxRetryDelay: Duration = .seconds(300)
-    /// After a connection that failed (refused, or ended before any line arrived), the delay
-    /// doubles from the last one, with ``jitter``, up to this. 30 s by default.
+    /// After a connection that failed (refused, or ended before any event), the delay doubles
+    /// from the last one up to this cap (before jitter), never below the server's `retry:` or
+    /// ``reconnectDelay``. 30 s by default.
     public var maxReconnectDelay: Duration = .seconds(30)
-    /// The part of a backoff delay that is random, in `0...1`: 0.2 waits 80–120 % of it, so
-    /// clients that lost the same server do not all come back at once. 0.2 by default.
+    /// The part of a reconnect delay that is random, in `0...1`: the wait is spread upward, over
+    /// 100–120 % of the delay with 0.2, never below it, so clients that lost the same server do
+    /// not all come back at once (also at a cap: waits at ``maxReconnectDelay`` spread over
+    /// 100–120 % of it). 0 for exact delays. 0.2 by default.
     public var jitter: Double = 0.2
     /// How many connections in a row may fail before the stream ends with the last failure: a
     /// connection fails when it delivered no event (refused, timed out, or ended with nothing but
@@ -55,18 +59,20 @@ public struct EventStreamOptions: Sendable {
     public init() {}
 
     /// The delay before reconnect number `failures` in a row (0 after a connection that
-    /// delivered an event), starting from `base` (the server's `retry:` or ``reconnectDelay``):
-    /// doubled per failure, jittered by ``jitter`` every time, never below ``minReconnectDelay``
-    /// and never above ``maxRetryDelay`` (after a connection that delivered an event) or
-    /// ``maxReconnectDelay`` (after a failed one).
+    /// delivered an event), from `base` (the server's `retry:` or ``reconnectDelay``, already
+    /// lowered to ``maxRetryDelay``): the floor is `base`, never under ``minReconnectDelay``; after
+    /// failures it doubles from the floor up to the cap (``maxReconnectDelay``, never below the
+    /// floor); then ``jitter`` spreads it upward, `delay × (1 + jitter × random)`, the rule
+    /// `RetryBehavior` follows for a `Retry-After` (Reliability.md, "One jitter rule").
     func delay(base: Duration, failures: Int, random: Double) -> Duration {
-        let floor = max(0, minReconnectDelay.secondsValue)
-        let cap = max(floor, (failures > 0 ? maxReconnectDelay : maxRetryDelay).secondsValue)
-        var seconds = max(floor, base.secondsValue)
-        if failures > 0 { seconds *= pow(2, Double(min(failures - 1, 60))) }
-        seconds = min(seconds, cap)
-        let spread = jitter.isNaN ? 0 : min(1, max(0, jitter))
-        return Duration.clampedSeconds(min(cap, max(floor, seconds * (1 - spread + 2 * spread * random))))
+        let floor = max(minReconnectDelay.clampedForConveyor, base.clampedForConveyor)
+        var delay = floor
+        if failures > 0 {
+            let cap = max(floor, maxReconnectDelay.clampedForConveyor)
+            let doubled = floor.secondsValue * pow(2, Double(min(failures - 1, 60)))
+            delay = min(cap, max(floor, Duration.clampedSeconds(doubled)))
+        }
+        return FloorJitter.lengthen(delay, spread: jitter, random: random)
     }
 }
 
