@@ -134,7 +134,7 @@ extension NetworkClient {
             }
             channel.whenClosed { transfer.cancel() }
             taker.whenStopped { transfer.cancel() }
-            return taker
+            return (taker, transfer)
         }
     }
 
@@ -178,8 +178,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     /// Each element is the next event.
     public typealias Element = ServerSentEvent
 
-    /// Starts a stream that delivers into the channel; returns who receives its body.
-    let start: @Sendable (BoundedChannel<EventStreamItem>) -> EventsTaker
+    /// Starts a stream that delivers into the channel; returns who receives its body, and the
+    /// transfer's task.
+    let start: @Sendable (BoundedChannel<EventStreamItem>) -> (EventsTaker, Task<Void, Never>)
 
     /// The iterator: each ``next()`` waits for the next event.
     ///
@@ -216,6 +217,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private mutating func nextEvent(isolation actor: isolated (any Actor)?) async throws -> ServerSentEvent? {
             while batch.isEmpty {
                 // Ends with nil or with the error the request ended with, once its behaviors ran.
+                // Only while the reader waits here does a quiet connection count as idle.
+                lifetime.taker.readerWaits(true)
+                defer { lifetime.taker.readerWaits(false) }
                 guard let item = try await lifetime.channel.next() else { return nil }
                 switch item {
                 case .bytes(let chunk):
@@ -236,8 +240,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     /// Sends the request and returns the iterator of its events.
     public func makeAsyncIterator() -> AsyncIterator {
         let channel = BoundedChannel<EventStreamItem>(capacity: 1 << 20)
-        let taker = start(channel)
-        return AsyncIterator(lifetime: EventIteration(channel: channel, taker: taker))
+        let (taker, transfer) = start(channel)
+        return AsyncIterator(lifetime: EventIteration(channel: channel, taker: taker, transfer: transfer))
     }
 }
 
@@ -282,9 +286,12 @@ public struct DecodedEvents<Value: Decodable & Sendable>: AsyncSequence, Sendabl
 final class EventIteration: Sendable {
     let channel: BoundedChannel<EventStreamItem>
     let taker: EventsTaker
-    init(channel: BoundedChannel<EventStreamItem>, taker: EventsTaker) {
+    /// The transfer's task (it holds neither this object nor the iterator): tests await its end.
+    let transfer: Task<Void, Never>
+    init(channel: BoundedChannel<EventStreamItem>, taker: EventsTaker, transfer: Task<Void, Never>) {
         self.channel = channel
         self.taker = taker
+        self.transfer = transfer
     }
     deinit { channel.close() }
 }
@@ -344,6 +351,12 @@ final class EventsTaker: ResponseBodyTaker {
         var stopTransfer: (@Sendable () -> Void)?
         var stopRequested = false
         var random = SystemRandomNumberGenerator()
+        /// The current attempt's idle deadline, and whether this taker holds it.
+        var idle: (any IdleActivity)?
+        var holdsIdle = false
+        /// The reader is waiting for the next event: only then does a quiet connection count as
+        /// idle (time spent waiting for the reader does not).
+        var readerWaiting = false
     }
 
     init(channel: BoundedChannel<EventStreamItem>, options: EventStreamOptions, acceptable: Set<Int>) {
@@ -356,6 +369,31 @@ final class EventsTaker: ResponseBodyTaker {
 
     var timesOutWhenIdle: Bool { true }
     var idleTimeout: Duration? { options.idleTimeout }
+
+    func watchIdle(_ activity: (any IdleActivity)?) {
+        state.withLock { state in
+            state.idle = activity
+            state.holdsIdle = false
+            if !state.readerWaiting, let activity {
+                activity.hold()
+                state.holdsIdle = true
+            }
+        }
+    }
+
+    /// The reader starts (`true`) or stops waiting for the next bytes: the idle clock runs only
+    /// while it waits.
+    func readerWaits(_ waiting: Bool) {
+        state.withLock { state in
+            state.readerWaiting = waiting
+            guard let idle = state.idle, state.holdsIdle == waiting else { return }
+            if waiting { idle.release() } else { idle.hold() }
+            state.holdsIdle = !waiting
+        }
+    }
+
+    /// Whether the reader is waiting for the next bytes (for tests).
+    var readerIsWaiting: Bool { state.withLock { $0.readerWaiting } }
 
     /// A reconnect is a retry (contract rule 16): the same idempotency rule as ``RetryBehavior``
     /// (or the explicit opt-in), and never two answers joined into one.
