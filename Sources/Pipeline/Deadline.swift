@@ -1,3 +1,5 @@
+import Dispatch
+
 extension Duration {
     /// The longest duration Conveyor computes or passes on: 100 years, which is "forever" for a
     /// request and still far from the limits where clocks trap.
@@ -94,21 +96,23 @@ private final class ClockInstant<C: Clock<Duration>>: DeadlineEnd {
 package protocol IdleActivity: Sendable {
     /// Something happened now: the deadline is `idle` from now.
     func touch()
-    /// While held, the deadline does not pass (the reader, not the server, is slow); releasing
-    /// it touches it.
-    func hold(_ held: Bool)
+    /// While held (by anyone: holds are counted), the deadline does not pass: the reader, not
+    /// the server, is slow, or no one is waiting for the next byte.
+    func hold()
+    /// Ends one ``hold()``; ending the last touches the deadline.
+    func release()
 }
 
-/// An idle deadline: `idle` after the last ``touch()``.
+/// An idle deadline: `idle` after the last ``touch()``, counted only while nothing holds it.
 private final class IdleInstant<C: Clock<Duration>>: DeadlineEnd, IdleActivity {
     let clock: C
     let idle: Duration
-    let last: Locked<(instant: C.Instant, held: Bool)>
+    let last: Locked<(instant: C.Instant, holds: Int)>
 
     init(clock: C, idle: Duration) {
         self.clock = clock
         self.idle = idle
-        self.last = Locked((clock.now, false))
+        self.last = Locked((clock.now, 0))
     }
 
     func touch() {
@@ -116,21 +120,107 @@ private final class IdleInstant<C: Clock<Duration>>: DeadlineEnd, IdleActivity {
         last.withLock { $0.instant = now }
     }
 
-    func hold(_ held: Bool) {
+    func hold() {
+        last.withLock { $0.holds += 1 }
+    }
+
+    func release() {
         let now = clock.now
-        last.withLock { $0 = (now, held) }
+        last.withLock { state in
+            state.holds = max(0, state.holds - 1)
+            state.instant = now
+        }
     }
 
     func sleep() async throws {
         while true {
-            let end = last.withLock { $0.instant }.advanced(by: idle)
-            try await clock.sleep(until: end, tolerance: nil)
+            // Held: look again `idle` from now (never sooner than the deadline can be once it
+            // is released, and no spinning while the reader keeps the stream waiting).
+            let now = clock.now
+            let end = last.withLock { $0.holds > 0 ? now.advanced(by: idle) : $0.instant.advanced(by: idle) }
+            try await TimerSleep.sleep(until: end, on: clock)
             if hasPassed() { return }
         }
     }
 
     func hasPassed() -> Bool {
-        let (instant, held) = last.withLock { $0 }
-        return !held && clock.now >= instant.advanced(by: idle)
+        let (instant, holds) = last.withLock { $0 }
+        return holds == 0 && clock.now >= instant.advanced(by: idle)
+    }
+}
+
+/// Sleeps on a clock. On the system clocks the sleep is a dispatch timer that cancellation
+/// removes at once: a cancelled `Task.sleep` stays scheduled until its deadline (about 0.7 KiB
+/// each on Linux), so every event stream left before its idle timeout kept its timer for up to
+/// 120 s (issue 56). Other clocks (a test's) sleep as they do.
+package enum TimerSleep {
+    /// Sleeps until `end` on `clock`.
+    /// - Throws: `CancellationError` when the task is cancelled.
+    package static func sleep<C: Clock<Duration>>(until end: C.Instant, on clock: C) async throws {
+        guard C.self == ContinuousClock.self || C.self == SuspendingClock.self else {
+            return try await clock.sleep(until: end, tolerance: nil)
+        }
+        // The dispatch timer runs on the system's monotonic time: wake, then look at `clock`.
+        while true {
+            let left = clock.now.duration(to: end)
+            if left <= .zero { return }
+            try await DispatchTimerSleep().sleep(for: left)
+        }
+    }
+}
+
+/// One cancellable sleep on a dispatch timer source.
+package final class DispatchTimerSleep: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<Void, any Error>?
+        var source: (any DispatchSourceTimer)?
+        var ended = false
+    }
+    // A dispatch source is thread-safe; the lock guards who resumes the continuation, once.
+    private let state = Locked(State())
+
+    package init() {}
+
+    /// Whether a timer is scheduled: from the start of ``sleep(for:)`` until it fires or is
+    /// cancelled, never after.
+    package var isScheduled: Bool { state.withLock { $0.source != nil } }
+
+    /// Sleeps for `duration`; cancellation ends the sleep and removes its timer at once.
+    /// - Throws: `CancellationError` when the task is cancelled.
+    package func sleep(for duration: Duration) async throws {
+        let nanoseconds = Int(min(duration.clampedForConveyor.secondsValue * 1e9, 9e18).rounded(.up))
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let cancelled = state.withLock { state -> Bool in
+                    if state.ended || Task.isCancelled { return true }
+                    state.continuation = continuation
+                    return false
+                }
+                if cancelled { return continuation.resume(throwing: CancellationError()) }
+                let source = DispatchSource.makeTimerSource(queue: .global())
+                source.schedule(deadline: .now() + .nanoseconds(nanoseconds))
+                source.setEventHandler { [weak self] in self?.end(nil) }
+                let ended = state.withLock { state -> Bool in
+                    if state.ended { return true }
+                    state.source = source
+                    return false
+                }
+                // A source is released only once resumed (libdispatch traps on a suspended one).
+                if ended { source.cancel() }
+                source.resume()
+            }
+        } onCancel: {
+            end(CancellationError())
+        }
+    }
+
+    /// Fired or cancelled: cancels the timer (which frees it) and resumes the sleeper, once.
+    private func end(_ error: (any Error)?) {
+        let (continuation, source) = state.withLock { state in
+            state.ended = true
+            return (state.continuation.take(), state.source.take())
+        }
+        source?.cancel()
+        if let error { continuation?.resume(throwing: error) } else { continuation?.resume() }
     }
 }

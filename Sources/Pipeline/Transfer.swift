@@ -96,6 +96,9 @@ package protocol ResponseBodyTaker: Sendable {
     /// How long an attempt may go without a byte before it times out, when
     /// ``timesOutWhenIdle``. `nil` for no limit.
     var idleTimeout: Duration? { get }
+    /// The current attempt's idle deadline (made when ``timesOutWhenIdle`` and an
+    /// ``idleTimeout`` is set): the taker holds it while no one waits for the next bytes.
+    func watchIdle(_ activity: (any IdleActivity)?)
     /// The transport returned: the body of this attempt ended. Throws to make that a failure
     /// (an event stream the server ended must reconnect).
     func bodyEnded() throws(NetworkError)
@@ -107,6 +110,7 @@ package protocol ResponseBodyTaker: Sendable {
 extension ResponseBodyTaker {
     package var timesOutWhenIdle: Bool { false }
     package var idleTimeout: Duration? { nil }
+    package func watchIdle(_ activity: (any IdleActivity)?) {}
     package func bodyEnded() throws(NetworkError) {}
     package func decision(after failure: NetworkError) async -> TakerDecision? { nil }
 }
@@ -176,18 +180,16 @@ public final class TransferHandler: Sendable {
         self.idleTimeout = taker?.timesOutWhenIdle == true ? taker?.idleTimeout : nil
     }
 
-    /// The engine made an attempt's idle deadline: bytes push it back from now on.
-    package func watch(_ activity: (any IdleActivity)?) { idleActivity.withLock { $0 = activity } }
+    /// The engine made an attempt's idle deadline: bytes push it back from now on, and the taker
+    /// holds it while no one waits for them.
+    package func watch(_ activity: (any IdleActivity)?) {
+        idleActivity.withLock { $0 = activity }
+        taker?.watchIdle(activity)
+    }
 
     private func touch() {
         guard idleTimeout != nil else { return }
         idleActivity.withLock { $0 }?.touch()
-    }
-
-    /// Holds the idle deadline while the receiver, not the server, is slow.
-    private func hold(_ held: Bool) {
-        guard idleTimeout != nil else { return }
-        idleActivity.withLock { $0 }?.hold(held)
     }
 
     /// An attempt begins: no head has arrived yet.
@@ -250,8 +252,10 @@ public final class TransferHandler: Sendable {
         if idleTimeout == nil {
             try await taker.receive(chunk)
         } else {
-            hold(true)
-            defer { hold(false) }
+            // Held while the receiver, not the server, is slow.
+            let activity = idleActivity.withLock { $0 }
+            activity?.hold()
+            defer { activity?.release() }
             try await taker.receive(chunk)
         }
         guard observesProgress else { return }

@@ -93,6 +93,43 @@ struct SeededGenerator: RandomNumberGenerator, Sendable {
         #expect(result.sleeps == [.seconds(7)])
     }
 
+    /// Issue 56 (one jitter rule): a server's `Retry-After` was waited exactly, so every client
+    /// it sent away came back at the same instant. Now it is a floor spread upward by the policy's
+    /// jitter: never sooner, at most a fifth later, and spread (full jitter, the default).
+    @Test func aRetryAfterIsAFloorSpreadUpward() async {
+        let policy = RetryPolicy.exponentialBackoff(maxAttempts: 2, jitter: .full(using: SeededGenerator(state: 56)))
+        var waits: [Duration] = []
+        for _ in 0..<100 {
+            let result = await run([.status(503, headers: ["Retry-After": "7"]), .status(200)], policy: policy)
+            #expect(result.outcome == "success")
+            waits += result.sleeps
+        }
+        #expect(waits.count == 100)
+        #expect(waits.allSatisfy { $0 >= .seconds(7) && $0 <= .milliseconds(8400) })
+        #expect(Set(waits).count == 100, "the clients came back together")
+        #expect(waits.min()! < .milliseconds(7200) && waits.max()! > .milliseconds(8200))
+
+        // Equal jitter takes off at most half: up to a tenth later. None: exactly the wait.
+        let equal = RetryPolicy(jitter: .equal(using: SeededGenerator(state: 1)))
+        #expect((0..<200).map { _ in equal.delay(retryAfter: .seconds(10)) }.allSatisfy { $0 >= .seconds(10) && $0 <= .seconds(11) })
+        #expect(RetryPolicy(jitter: .none).delay(retryAfter: .seconds(7)) == .seconds(7))
+        // A jitter that lengthens the delay or returns garbage never shortens a server's wait.
+        #expect(RetryPolicy(jitter: Jitter { $0 * 5 }).delay(retryAfter: .seconds(7)) == .seconds(7))
+        #expect(RetryPolicy(jitter: Jitter { _ in .seconds(-3) }).delay(retryAfter: .seconds(7)) == .milliseconds(8400))
+        #expect(RetryPolicy().delay(retryAfter: .zero) == .zero)
+    }
+
+    /// `maxRetryAfter` judges the server's value; a value within it is spread above it like any
+    /// other (the longest wait is a fifth over `maxRetryAfter`), a longer one ends the retries.
+    @Test func maxRetryAfterJudgesTheServersValueBeforeTheSpread() async {
+        let policy = RetryPolicy(maxAttempts: 2, jitter: .full(using: SeededGenerator(state: 9)), maxRetryAfter: .seconds(60))
+        let atMost = await run([.status(503, headers: ["Retry-After": "60"]), .status(200)], policy: policy)
+        #expect(atMost.outcome == "success")
+        #expect(atMost.sleeps.count == 1 && atMost.sleeps[0] >= .seconds(60) && atMost.sleeps[0] <= .seconds(72))
+        let over = await run([.status(503, headers: ["Retry-After": "61"]), .status(200)], policy: policy)
+        #expect(over.outcome == "status 503" && over.sleeps.isEmpty)
+    }
+
     @Test func retryAfterAsAnHTTPDateIsHonoured() async {
         let now = Date(timeIntervalSince1970: 1_800_000_000)  // Fri, 15 Jan 2027 08:00:00 GMT
         let result = await run(

@@ -112,7 +112,9 @@ import Testing
         #expect(clock.sleeps == [.milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2)])
     }
 
-    /// Every delay is jittered and stays between the floor and its cap, whatever the server asks.
+    /// Every delay is jittered and stays between the floor and its cap (before jitter), whatever
+    /// the server asks: never below the server's `retry:` (lowered to `maxRetryDelay`), the
+    /// `reconnectDelay` or `minReconnectDelay`, and at most a fifth above its cap.
     @Test func everyDelayIsJitteredBetweenTheFloorAndTheCap() {
         var options = EventStreamOptions()
         options.jitter = 0.2
@@ -121,13 +123,74 @@ import Testing
             let base = Duration.milliseconds(Int64(random.next() % 400_000))
             let failures = Int(random.next() % 12)
             let draw = Double(random.next() >> 11) / Double(1 << 53)
-            let delay = options.delay(base: base, failures: failures, random: draw)
-            #expect(delay >= options.minReconnectDelay)
-            #expect(delay <= (failures > 0 ? options.maxReconnectDelay : options.maxRetryDelay))
+            let floor = max(options.minReconnectDelay, min(base, options.maxRetryDelay))
+            let delay = options.delay(base: min(base, options.maxRetryDelay), failures: failures, random: draw)
+            #expect(delay >= floor)
+            let cap = failures > 0 ? max(floor, options.maxReconnectDelay) : floor
+            #expect(delay <= cap * 1.2)
         }
+        // Before: 80–120 % of the delay (8 s for a server's 10 s).
         let low = options.delay(base: .seconds(10), failures: 0, random: 0)
         let high = options.delay(base: .seconds(10), failures: 0, random: 1)
-        #expect(low == .seconds(8) && high == .seconds(12))
+        #expect(low == .seconds(10) && high == .seconds(12))
+        // A server's retry: above maxReconnectDelay stays the floor after failures too.
+        #expect(options.delay(base: .seconds(60), failures: 3, random: 0) == .seconds(60))
+        options.jitter = 0
+        #expect(options.delay(base: .seconds(7), failures: 0, random: 0.9) == .seconds(7))
+    }
+
+    /// Issue 56, item 1: with a reconnection time of 7 s (a server's `retry:` or
+    /// `reconnectDelay`) the stream waited 6.02 s; jitter spread the delay below it. Now every
+    /// wait is at least 7 s, and at most 8.4 s.
+    @Test(arguments: [true, false])
+    func aReconnectNeverWaitsLessThanTheServersRetryOrTheReconnectDelay(fromServer: Bool) async throws {
+        let connection = ScriptedEventTransport.Connection(
+            chunks: [(fromServer ? "retry: 7000\n" : "") + "id: 1\ndata: x\n\n"], ending: .fail)
+        let transport = ScriptedEventTransport(Array(repeating: connection, count: 200))
+        let clock = ImmediateClock()
+        var options = EventStreamOptions()
+        if !fromServer { options.reconnectDelay = .seconds(7) }
+        var count = 0
+        for try await _ in client(transport, clock: clock).events(Request<Data>(path: "/s"), options: options) { count += 1 }
+        #expect(count == 200)
+        let sleeps = clock.sleeps
+        #expect(sleeps.count == 200)
+        #expect(sleeps.allSatisfy { $0 >= .seconds(7) && $0 <= .milliseconds(8400) }, "\(sleeps.min()!) ... \(sleeps.max()!)")
+        #expect(Set(sleeps).count > 150, "spread")
+    }
+
+    /// Issue 56, item 2: in a storm of 500 failed connections with `jitter = 0.2`, every upward
+    /// draw was clamped to the 2 s cap (234 distinct waits of 494 at the cap): half the clients at
+    /// the cap came back at the same instant. Now the cap is the cap before jitter: waits there
+    /// spread over 2–2.4 s, and none is below the floor.
+    @Test func waitsAtTheCapStaySpreadInAStorm() async throws {
+        let storm = ScriptedEventTransport([], then: .init(status: 0))
+        let clock = ImmediateClock()
+        var options = EventStreamOptions()
+        options.jitter = 0.2
+        options.maxReconnectDelay = .seconds(2)
+        options.maxConsecutiveFailures = 501
+        await #expect {
+            for try await _ in client(storm, clock: clock).events(Request<Data>(path: "/s"), options: options) {}
+        } throws: { ($0 as? NetworkError)?.name == "connectionFailed" }
+        let sleeps = clock.sleeps
+        #expect(sleeps.count == 500)
+        #expect(sleeps.allSatisfy { $0 >= .seconds(1) }, "below the reconnect delay")
+        let atCap = Array(sleeps.dropFirst())  // 1 s, then 2 s doubled: the cap
+        #expect(atCap.allSatisfy { $0 >= .seconds(2) && $0 <= .milliseconds(2400) })
+        // 53-bit draws over 400 ms in nanoseconds: a repeat is a one-in-a-thousand event, and
+        // ten would take a broken generator.
+        #expect(Set(atCap).count > atCap.count - 10, "\(Set(atCap).count) distinct of \(atCap.count)")
+        #expect(atCap.min()! < .milliseconds(2050) && atCap.max()! > .milliseconds(2350), "spread over the interval")
+
+        // The same storm from seeded draws, exactly: all 500 distinct, in every tenth of the interval.
+        var random = SplitMix64(state: 56)
+        let seeded = (1...500).map { failures in
+            options.delay(base: .seconds(1), failures: failures + 1, random: Double(random.next() >> 11) / Double(1 << 53))
+        }
+        #expect(Set(seeded).count == 500)
+        let tenths = Set(seeded.map { min(9, Int((($0 - .seconds(2)) / .milliseconds(40)).rounded(.down))) })
+        #expect(tenths == Set(0..<10))
     }
 
     /// FoundationNetworking reports a server that closes before any byte as

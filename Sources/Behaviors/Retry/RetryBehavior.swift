@@ -3,7 +3,8 @@ public import Foundation
 
 /// Retries failed attempts with exponential backoff: idempotent requests (or ones with an
 /// idempotency key), retryable statuses (408, 429, 5xx gateway errors) and transient transport
-/// failures (timeouts, lost or refused connections, DNS). Honours `Retry-After`.
+/// failures (timeouts, lost or refused connections, DNS). Honours `Retry-After` as a floor: never
+/// sooner, spread up to a fifth later (see ``RetryPolicy``).
 ///
 /// ```swift
 /// let client = NetworkClient(baseURL: api) {
@@ -48,7 +49,8 @@ public struct RetryBehavior: RetryDeciding {
         if policy.honorsRetryAfter, let value = response?.headers["Retry-After"],
             let wait = RetryAfter.delay(from: value, now: now())
         {
-            return wait <= policy.maxRetryAfter ? .retry(after: wait) : .doNotRetry
+            // The server's wait is judged against the policy, then spread above it, never below.
+            return wait <= policy.maxRetryAfter ? .retry(after: policy.delay(retryAfter: wait)) : .doNotRetry
         }
         return .retry(after: policy.delay(beforeRetry: attempt))
     }

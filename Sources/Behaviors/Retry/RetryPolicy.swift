@@ -9,11 +9,15 @@ import Foundation
 /// ```
 ///
 /// The delay before retry *n* (n = 1 after the first failure) is
-/// `min(baseDelay × multiplier^(n-1), maxDelay)`, then jittered. A `Retry-After` header (seconds
-/// or HTTP-date) on a retryable response replaces that delay. If it asks for more than
-/// ``maxRetryAfter``, the request is **not** retried: the server wants more patience than the
-/// policy allows, and retrying early would only add load. A negative or unparsable value is
-/// ignored.
+/// `min(baseDelay × multiplier^(n-1), maxDelay)`, then jittered (full jitter by default: uniform
+/// in `0...delay`, so waits at ``maxDelay`` stay spread). A `Retry-After` header (seconds or
+/// HTTP-date) on a retryable response replaces that delay, and it is a floor: the wait is never
+/// shorter, and is spread up to a fifth above it by the part ``jitter`` would take off a delay
+/// (`.full`: 100–120 % of it; `.none`: exactly it), so clients the server sent away at once do not
+/// all come back at the same instant. If it asks for more than ``maxRetryAfter``, the request is
+/// **not** retried: the server wants more patience than the policy allows, and retrying early
+/// would only add load (a value at most ``maxRetryAfter`` is spread above it as any other). A
+/// negative or unparsable value is ignored.
 public struct RetryPolicy: Sendable {
     /// Attempts in all, the first included (3 = the first try and two retries).
     public var maxAttempts: Int
@@ -23,7 +27,8 @@ public struct RetryPolicy: Sendable {
     public var multiplier: Double
     /// The longest computed delay.
     public var maxDelay: Duration
-    /// Randomizes computed delays (not `Retry-After` waits).
+    /// Randomizes computed delays; spreads a `Retry-After` wait upward by up to a fifth, never
+    /// below it (``Jitter/none``: exactly the server's wait).
     public var jitter: Jitter
     /// Statuses worth retrying: 408, 429, 500, 502, 503, 504 by default.
     public var retryableStatuses: Set<Int>
@@ -76,6 +81,22 @@ public struct RetryPolicy: Sendable {
         jitter: Jitter = .full
     ) -> RetryPolicy {
         RetryPolicy(maxAttempts: maxAttempts, baseDelay: baseDelay, maxDelay: maxDelay, jitter: jitter)
+    }
+
+    /// The most a `Retry-After` wait is lengthened, as a part of it: 0.2 (as an event stream's
+    /// default `EventStreamOptions.jitter`).
+    package static let retryAfterSpread = 0.2
+
+    /// The wait for a server's `Retry-After` of `floor`: never shorter, spread upward by up to
+    /// ``retryAfterSpread`` of it, by the part ``jitter`` takes off the same delay (full jitter:
+    /// uniform over 100–120 %; `.none`: exactly `floor`).
+    /// - Parameter floor: The server's wait (already judged against ``maxRetryAfter``).
+    package func delay(retryAfter floor: Duration) -> Duration {
+        let floor = floor.clampedForConveyor
+        guard floor > .zero else { return floor }
+        let jittered = jitter.apply(floor).clampedForConveyor
+        let takenOff = 1 - jittered.secondsValue / floor.secondsValue
+        return FloorJitter.lengthen(floor, spread: Self.retryAfterSpread, random: takenOff)
     }
 
     /// The computed delay before retry `retry` (1-based), jitter applied.

@@ -15,20 +15,24 @@ public struct EventStreamOptions: Sendable {
     /// dropped and the stream reconnects; it replaces the request's per-attempt `timeout`. `nil`
     /// for no limit. 120 s by default.
     public var idleTimeout: Duration? = .seconds(120)
-    /// The delay before reconnecting when the server sent no `retry:` field. 1 s by default.
+    /// The delay before reconnecting when the server sent no `retry:` field. 1 s by default. Like
+    /// a server's `retry:`, it is a floor: jitter only lengthens it.
     public var reconnectDelay: Duration = .seconds(1)
     /// The shortest delay before any reconnect, whatever the server's `retry:` asks (a `retry: 0`
     /// and a server that closes at once would otherwise be hundreds of connections a second).
     /// 250 ms by default.
     public var minReconnectDelay: Duration = .milliseconds(250)
-    /// The most a server's `retry:` can ask for; longer values are lowered to it. 5 minutes by
-    /// default.
+    /// The most a server's `retry:` can ask for; longer values are lowered to it. Also the cap
+    /// (before jitter) after a connection that delivered an event. 5 minutes by default.
     public var maxRetryDelay: Duration = .seconds(300)
-    /// After a connection that failed (refused, or ended before any line arrived), the delay
-    /// doubles from the last one, with ``jitter``, up to this. 30 s by default.
+    /// After a connection that failed (refused, or ended before any event), the delay doubles
+    /// from the last one up to this cap (before jitter), never below the server's `retry:` or
+    /// ``reconnectDelay``. 30 s by default.
     public var maxReconnectDelay: Duration = .seconds(30)
-    /// The part of a backoff delay that is random, in `0...1`: 0.2 waits 80–120 % of it, so
-    /// clients that lost the same server do not all come back at once. 0.2 by default.
+    /// The part of a reconnect delay that is random, in `0...1`: the wait is spread upward, over
+    /// 100–120 % of the delay with 0.2, never below it, so clients that lost the same server do
+    /// not all come back at once (also at a cap: waits at ``maxReconnectDelay`` spread over
+    /// 100–120 % of it). 0 for exact delays. 0.2 by default.
     public var jitter: Double = 0.2
     /// How many connections in a row may fail before the stream ends with the last failure: a
     /// connection fails when it delivered no event (refused, timed out, or ended with nothing but
@@ -55,18 +59,20 @@ public struct EventStreamOptions: Sendable {
     public init() {}
 
     /// The delay before reconnect number `failures` in a row (0 after a connection that
-    /// delivered an event), starting from `base` (the server's `retry:` or ``reconnectDelay``):
-    /// doubled per failure, jittered by ``jitter`` every time, never below ``minReconnectDelay``
-    /// and never above ``maxRetryDelay`` (after a connection that delivered an event) or
-    /// ``maxReconnectDelay`` (after a failed one).
+    /// delivered an event), from `base` (the server's `retry:` or ``reconnectDelay``, already
+    /// lowered to ``maxRetryDelay``): the floor is `base`, never under ``minReconnectDelay``; after
+    /// failures it doubles from the floor up to the cap (``maxReconnectDelay``, never below the
+    /// floor); then ``jitter`` spreads it upward, `delay × (1 + jitter × random)`, the rule
+    /// `RetryBehavior` follows for a `Retry-After` (Reliability.md, "One jitter rule").
     func delay(base: Duration, failures: Int, random: Double) -> Duration {
-        let floor = max(0, minReconnectDelay.secondsValue)
-        let cap = max(floor, (failures > 0 ? maxReconnectDelay : maxRetryDelay).secondsValue)
-        var seconds = max(floor, base.secondsValue)
-        if failures > 0 { seconds *= pow(2, Double(min(failures - 1, 60))) }
-        seconds = min(seconds, cap)
-        let spread = jitter.isNaN ? 0 : min(1, max(0, jitter))
-        return Duration.clampedSeconds(min(cap, max(floor, seconds * (1 - spread + 2 * spread * random))))
+        let floor = max(minReconnectDelay.clampedForConveyor, base.clampedForConveyor)
+        var delay = floor
+        if failures > 0 {
+            let cap = max(floor, maxReconnectDelay.clampedForConveyor)
+            let doubled = floor.secondsValue * pow(2, Double(min(failures - 1, 60)))
+            delay = min(cap, max(floor, Duration.clampedSeconds(doubled)))
+        }
+        return FloorJitter.lengthen(delay, spread: jitter, random: random)
     }
 }
 
@@ -128,7 +134,7 @@ extension NetworkClient {
             }
             channel.whenClosed { transfer.cancel() }
             taker.whenStopped { transfer.cancel() }
-            return taker
+            return (taker, transfer)
         }
     }
 
@@ -172,8 +178,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     /// Each element is the next event.
     public typealias Element = ServerSentEvent
 
-    /// Starts a stream that delivers into the channel; returns who receives its body.
-    let start: @Sendable (BoundedChannel<EventStreamItem>) -> EventsTaker
+    /// Starts a stream that delivers into the channel; returns who receives its body, and the
+    /// transfer's task.
+    let start: @Sendable (BoundedChannel<EventStreamItem>) -> (EventsTaker, Task<Void, Never>)
 
     /// The iterator: each ``next()`` waits for the next event.
     ///
@@ -210,6 +217,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private mutating func nextEvent(isolation actor: isolated (any Actor)?) async throws -> ServerSentEvent? {
             while batch.isEmpty {
                 // Ends with nil or with the error the request ended with, once its behaviors ran.
+                // Only while the reader waits here does a quiet connection count as idle.
+                lifetime.taker.readerWaits(true)
+                defer { lifetime.taker.readerWaits(false) }
                 guard let item = try await lifetime.channel.next() else { return nil }
                 switch item {
                 case .bytes(let chunk):
@@ -230,8 +240,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     /// Sends the request and returns the iterator of its events.
     public func makeAsyncIterator() -> AsyncIterator {
         let channel = BoundedChannel<EventStreamItem>(capacity: 1 << 20)
-        let taker = start(channel)
-        return AsyncIterator(lifetime: EventIteration(channel: channel, taker: taker))
+        let (taker, transfer) = start(channel)
+        return AsyncIterator(lifetime: EventIteration(channel: channel, taker: taker, transfer: transfer))
     }
 }
 
@@ -276,9 +286,12 @@ public struct DecodedEvents<Value: Decodable & Sendable>: AsyncSequence, Sendabl
 final class EventIteration: Sendable {
     let channel: BoundedChannel<EventStreamItem>
     let taker: EventsTaker
-    init(channel: BoundedChannel<EventStreamItem>, taker: EventsTaker) {
+    /// The transfer's task (it holds neither this object nor the iterator): tests await its end.
+    let transfer: Task<Void, Never>
+    init(channel: BoundedChannel<EventStreamItem>, taker: EventsTaker, transfer: Task<Void, Never>) {
         self.channel = channel
         self.taker = taker
+        self.transfer = transfer
     }
     deinit { channel.close() }
 }
@@ -338,6 +351,12 @@ final class EventsTaker: ResponseBodyTaker {
         var stopTransfer: (@Sendable () -> Void)?
         var stopRequested = false
         var random = SystemRandomNumberGenerator()
+        /// The current attempt's idle deadline, and whether this taker holds it.
+        var idle: (any IdleActivity)?
+        var holdsIdle = false
+        /// The reader is waiting for the next event: only then does a quiet connection count as
+        /// idle (time spent waiting for the reader does not).
+        var readerWaiting = false
     }
 
     init(channel: BoundedChannel<EventStreamItem>, options: EventStreamOptions, acceptable: Set<Int>) {
@@ -350,6 +369,31 @@ final class EventsTaker: ResponseBodyTaker {
 
     var timesOutWhenIdle: Bool { true }
     var idleTimeout: Duration? { options.idleTimeout }
+
+    func watchIdle(_ activity: (any IdleActivity)?) {
+        state.withLock { state in
+            state.idle = activity
+            state.holdsIdle = false
+            if !state.readerWaiting, let activity {
+                activity.hold()
+                state.holdsIdle = true
+            }
+        }
+    }
+
+    /// The reader starts (`true`) or stops waiting for the next bytes: the idle clock runs only
+    /// while it waits.
+    func readerWaits(_ waiting: Bool) {
+        state.withLock { state in
+            state.readerWaiting = waiting
+            guard let idle = state.idle, state.holdsIdle == waiting else { return }
+            if waiting { idle.release() } else { idle.hold() }
+            state.holdsIdle = !waiting
+        }
+    }
+
+    /// Whether the reader is waiting for the next bytes (for tests).
+    var readerIsWaiting: Bool { state.withLock { $0.readerWaiting } }
 
     /// A reconnect is a retry (contract rule 16): the same idempotency rule as ``RetryBehavior``
     /// (or the explicit opt-in), and never two answers joined into one.
