@@ -358,6 +358,103 @@ import Testing
         #expect(mock.requests.count == 4)
     }
 
+    /// `s-maxage=0` (RFC 9111 §5.2.2.10, with §3.5): another credential may have the answer only
+    /// after the origin confirmed it to that credential. Without a validator its request goes to
+    /// the origin whole; the credentials that fetched it keep `max-age` (a private cache's rule).
+    @Test func sMaxAgeZeroSendsEveryOtherCredentialToTheOrigin() async throws {
+        let client = client()
+        let alice: HTTPHeaders = ["Authorization": "Bearer alice"]
+        let bob: HTTPHeaders = ["Authorization": "Bearer bob"]
+        mock.enqueue(.text("Alice's payroll", headers: ["Cache-Control": "max-age=3600, s-maxage=0"]))
+        _ = try await get(client, headers: alice)
+        #expect(text(try await get(client, headers: alice)) == "Alice's payroll" && log.last == .hit)
+        mock.enqueue(.text("forbidden", status: 403))
+        await #expect(throws: NetworkError.self) { _ = try await get(client, headers: bob) }
+        #expect(mock.requests.count == 2 && mock.requests.last?.headers["Authorization"] == "Bearer bob")
+        // Nor to a request with no credential at all.
+        mock.enqueue(.text("Alice's payroll", headers: ["Cache-Control": "max-age=3600, s-maxage=0"]))
+        _ = try await get(client, "/b", headers: alice)
+        mock.enqueue(.text("sign in", status: 401))
+        await #expect(throws: NetworkError.self) { _ = try await get(client, "/b") }
+        #expect(mock.requests.count == 4)
+    }
+
+    /// With a validator, another credential's request is a conditional one carrying its own
+    /// credential: a `304` to it gives it the stored body, a `403` is its answer.
+    @Test func sMaxAgeZeroRevalidatesWithTheOtherCredential() async throws {
+        let client = client()
+        mock.enqueue(.text("report", headers: ["Cache-Control": "public, max-age=3600, s-maxage=0", "ETag": "\"v1\""]))
+        _ = try await get(client, headers: ["Authorization": "Bearer alice"])
+        mock.enqueue(.status(304, headers: ["ETag": "\"v1\""]))
+        #expect(text(try await get(client, headers: ["Authorization": "Bearer bob"])) == "report")
+        #expect(log.last == .revalidated)
+        #expect(mock.requests.last?.headers["Authorization"] == "Bearer bob")
+        #expect(mock.requests.last?.headers["If-None-Match"] == "\"v1\"")
+        mock.enqueue(.text("forbidden", status: 403))
+        await #expect(throws: NetworkError.self) {
+            _ = try await get(client, headers: ["Authorization": "Bearer carol"])
+        }
+        #expect(mock.requests.count == 3 && mock.requests.last?.headers["Authorization"] == "Bearer carol")
+    }
+
+    /// A shared answer lives by `s-maxage` for every credential but the one that fetched it, in
+    /// both directions: shorter and longer than `max-age`.
+    @Test func otherCredentialsReuseAnAnswerForItsSMaxAgeTheFetcherForItsMaxAge() async throws {
+        let client = client()
+        let alice: HTTPHeaders = ["Authorization": "Bearer alice"]
+        let bob: HTTPHeaders = ["Authorization": "Bearer bob"]
+        mock.enqueue(.text("short", headers: ["Cache-Control": "public, max-age=600, s-maxage=5"]))
+        _ = try await get(client, "/short", headers: alice)
+        now.advance(4.9)
+        #expect(text(try await get(client, "/short", headers: bob)) == "short" && log.last == .hit)
+        #expect(text(try await get(client, "/short")) == "short" && log.last == .hit)
+        now.advance(55.1)  // 60 s: stale for others, fresh for alice
+        #expect(text(try await get(client, "/short", headers: alice)) == "short" && log.last == .hit)
+        mock.enqueue(.text("short, again"))
+        #expect(text(try await get(client, "/short", headers: bob)) == "short, again" && log.last == .miss)
+        #expect(mock.requests.count == 2)
+
+        mock.enqueue(.text("long", headers: ["Cache-Control": "public, max-age=5, s-maxage=600"]))
+        _ = try await get(client, "/long", headers: alice)
+        now.advance(60)
+        #expect(text(try await get(client, "/long", headers: bob)) == "long" && log.last == .hit)
+        mock.enqueue(.text("long, again"))
+        #expect(text(try await get(client, "/long", headers: alice)) == "long, again" && log.last == .miss)
+        #expect(mock.requests.count == 4)
+    }
+
+    /// An answer fetched with no credential and shared: a request with one is another identity
+    /// and reuses it by `s-maxage`; another anonymous request by `max-age`.
+    @Test func anAnonymousAnswerIsReusedByCredentialsForItsSMaxAge() async throws {
+        let client = client()
+        mock.enqueue(.text("catalog", headers: ["Cache-Control": "max-age=600, s-maxage=10"]))
+        _ = try await get(client)
+        now.advance(30)
+        #expect(text(try await get(client)) == "catalog" && log.last == .hit)
+        mock.enqueue(.text("catalog for bob", headers: ["Cache-Control": "private, max-age=600"]))
+        #expect(text(try await get(client, headers: ["Authorization": "Bearer bob"])) == "catalog for bob")
+        #expect(mock.requests.count == 2)
+    }
+
+    /// A `304` merged into a stored answer is filtered with the client's own credential names,
+    /// as the answer it updates was.
+    @Test func a304sHeadersAreFilteredWithTheClientsOwnSensitiveNames() async throws {
+        let storage = MemoryCacheStorage()
+        let configuration = NetworkClient.Configuration(sensitiveHeaders: .standard.adding(["X-Ledger-Ref"]))
+        let client = NetworkClient(baseURL: apiURL, transport: mock, configuration: configuration) {
+            log
+            CacheBehavior(storage: storage, now: now.function)
+        }
+        mock.enqueue(.text("ledger", headers: ["Cache-Control": "no-cache", "ETag": "\"v1\"", "X-Ledger-Ref": "first-77"]))
+        _ = try await get(client)
+        #expect(await storage.entry(for: "https://api.test/v1/a")?.headers.contains("X-Ledger-Ref") == false)
+        mock.enqueue(.status(304, headers: ["ETag": "\"v1\"", "X-Ledger-Ref": "second-88", "X-Plain": "ok"]))
+        #expect(text(try await get(client)) == "ledger" && log.last == .revalidated)
+        let stored = await storage.entry(for: "https://api.test/v1/a")
+        #expect(stored?.headers["X-Plain"] == "ok")
+        #expect(stored?.headers.contains("X-Ledger-Ref") == false)
+    }
+
     /// A shared answer that a 304 makes `private` is no longer shared: it belongs to whoever
     /// revalidated it.
     @Test func aPublicAnswerRevalidatedAsPrivateBelongsToTheRevalidatingCredentials() async throws {

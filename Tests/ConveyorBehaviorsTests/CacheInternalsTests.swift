@@ -74,7 +74,10 @@ import Testing
     @Test func freshUntilAgreesWithTheCachesOwnFreshnessForGeneratedEntries() {
         var random = SplitMix64(state: 51)
         let controls = ["max-age=0", "max-age=1", "max-age=60", "max-age=3600, no-cache", "no-cache", "", "public",
-            "max-age=99999999999999999999"]
+            "max-age=99999999999999999999", "public, max-age=600, s-maxage=5", "max-age=5, s-maxage=600",
+            "max-age=3600, s-maxage=0", "s-maxage=30", "s-maxage=60, private, max-age=1"]
+        // Who fetched an entry, and who asks: the fetcher, another credential, no credential.
+        let identities = ["", "digest-a", "*", "*:", "*:digest-a"]
         let base = Date(timeIntervalSince1970: 1_800_000_000)
         let cache = CacheBehavior()
         for _ in 0..<3_000 {
@@ -85,16 +88,42 @@ import Testing
             let sent = base.addingTimeInterval(-Double(random.next() % 5))
             let entry = CachedResponse(
                 status: 200, headers: headers, body: Data(), requestTime: sent, responseTime: base, varyValues: [],
-                credentials: "")
-            for offset in [-1.0, 0, 0.5, 1, 30, 59.5, 60, 61, 3_599, 3_601, 1e9] {
+                credentials: identities[Int(random.next() % UInt64(identities.count))])
+            for offset in [-1.0, 0, 0.5, 1, 4.9, 5, 30, 59.5, 60, 61, 599, 601, 3_599, 3_601, 1e9] {
                 let now = base.addingTimeInterval(offset)
-                let fresh = cache.isFreshForTesting(entry, at: now)
+                // Fresh for some request that may use it: the one that fetched it, or another.
+                let fresh = ["", "digest-a", "digest-b"].contains { requester in
+                    entry.matches([:], credentials: requester) && cache.isFreshForTesting(entry, at: now, requester: requester)
+                }
                 // Within a microsecond of the boundary the two computations may round apart.
                 if abs(now.timeIntervalSince(entry.freshUntil)) > 1e-6 {
                     #expect(fresh == (now < entry.freshUntil), "\(headers) at +\(offset)")
                 }
             }
         }
+    }
+
+    /// An entry written as `*` before 1.1 does not say who fetched it: every request, one with no
+    /// credential too, reuses it by its `s-maxage`. One written as `*:` and a digest gives that
+    /// digest its `max-age`, and it keeps its identity through the byte format.
+    @Test func aSharedEntryOfAnUnknownFetcherIsReusedByTheSharedRulesOnly() throws {
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        let cache = CacheBehavior()
+        func entry(_ identity: String) -> CachedResponse {
+            CachedResponse(
+                status: 200, headers: ["Cache-Control": "public, max-age=600, s-maxage=5"], body: Data(),
+                requestTime: base, responseTime: base, varyValues: [], credentials: identity)
+        }
+        let legacy = entry("*")
+        for requester in ["", "digest-a"] {
+            #expect(cache.isFreshForTesting(legacy, at: base.addingTimeInterval(4), requester: requester))
+            #expect(!cache.isFreshForTesting(legacy, at: base.addingTimeInterval(60), requester: requester))
+        }
+        #expect(legacy.freshUntil == base.addingTimeInterval(5))
+        let current = try #require(CachedResponse(encoded: entry("*:digest-a").encoded()))
+        #expect(cache.isFreshForTesting(current, at: base.addingTimeInterval(60), requester: "digest-a"))
+        #expect(!cache.isFreshForTesting(current, at: base.addingTimeInterval(60), requester: ""))
+        #expect(current.freshUntil == base.addingTimeInterval(600))
     }
 
     @Test func everyTruncationAndEveryByteFlipOfAnEncodedEntryIsRejected() {

@@ -84,8 +84,120 @@ import Testing
         #expect(jar.cookies.first { $0.name == "e" }?.domain == "example.com")
     }
 
+    /// Suffixes the list gained after 2023: a cookie for one, set by one customer's host, would
+    /// reach every other customer's (issue 56). The list is current, and every one is refused.
+    @Test func aSuffixAddedToTheListSince2023IsNoCookieDomain() {
+        for suffix in ["ngrok-free.app", "replit.app", "up.railway.app", "azurefd.net", "azure-api.net"] {
+            #expect(PublicSuffixes.isPublicSuffix(suffix), "\(suffix)")
+            let jar = CookieJar()
+            jar.store(setCookies: ["sid=attacker; Domain=\(suffix); Path=/"], from: Self.url("https://attacker.\(suffix)/"))
+            #expect(Self.names(jar, "https://victim.\(suffix)/").isEmpty, "\(suffix)")
+            // The host that set it may still have a host-only cookie, as for any suffix it is.
+            jar.store(setCookies: ["own=1; Path=/"], from: Self.url("https://attacker.\(suffix)/"))
+            #expect(Self.names(jar, "https://attacker.\(suffix)/") == ["own"], "\(suffix)")
+            #expect(Self.names(jar, "https://victim.\(suffix)/").isEmpty, "\(suffix)")
+        }
+        // A registrable name under one is a cookie domain for its own subdomains.
+        let jar = CookieJar()
+        jar.store(setCookies: ["app=1; Domain=shop.ngrok-free.app"], from: Self.url("https://www.shop.ngrok-free.app/"))
+        #expect(Self.names(jar, "https://api.shop.ngrok-free.app/") == ["app"])
+        #expect(Self.names(jar, "https://other.ngrok-free.app/").isEmpty)
+    }
+
+    /// The shipped list is at most 180 days older than the latest release in CHANGELOG.md (a
+    /// committed date, not the wall clock: this test gives the same answer every run). Refreshing
+    /// it is a step of every release (Docs/Stability.md, "Releasing";
+    /// `python3 Scripts/update-public-suffixes.py --check RELEASE-DATE` says the same).
+    @Test func theShippedListIsAtMost180DaysOlderThanTheLatestRelease() throws {
+        let changelog = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("CHANGELOG.md")
+        let text = try String(contentsOf: changelog, encoding: .utf8)
+        // `## [1.0.0] - 2026-11-28`: the first such heading is the latest release.
+        let release = try #require(
+            text.split(separator: "\n").lazy.compactMap { line -> Substring? in
+                guard line.hasPrefix("## ["), let dash = line.range(of: "] - ") else { return nil }
+                return line[dash.upperBound...].prefix(10)
+            }.first)
+        let listed = try #require(Self.day(PublicSuffixes.listDate), "listDate \(PublicSuffixes.listDate)")
+        let released = try #require(Self.day(release), "release date \(release)")
+        let days = released.timeIntervalSince(listed) / 86_400
+        #expect(days <= 180, "the list of \(PublicSuffixes.listDate) is \(Int(days)) days older than the release of \(release)")
+        #expect(PublicSuffixes.ruleCount > 10_000)
+    }
+
+    /// The list's own test cases (publicsuffix.org's `test_psl.txt`, public domain, as PyPI's
+    /// `publicsuffixlist` ships it; the ones in A-labels): the registrable domain of each name is
+    /// the public suffix that `isPublicSuffix` finds longest plus one label, and no cookie domain
+    /// at all (`nil`) for a suffix or a name with a leading dot.
+    @Test func theListsOwnTestCasesHold() {
+        let cases: [(String, String?)] = [
+        ("COM", nil), ("example.COM", "example.com"), ("WwW.example.COM", "example.com"), (".com", nil),
+        (".example", nil), (".example.com", nil), (".example.example", nil), ("example", nil),
+        ("example.example", "example.example"), ("b.example.example", "example.example"),
+        ("a.b.example.example", "example.example"), ("biz", nil), ("domain.biz", "domain.biz"),
+        ("b.domain.biz", "domain.biz"), ("a.b.domain.biz", "domain.biz"), ("com", nil),
+        ("example.com", "example.com"), ("b.example.com", "example.com"), ("a.b.example.com", "example.com"),
+        ("uk.com", nil), ("example.uk.com", "example.uk.com"), ("b.example.uk.com", "example.uk.com"),
+        ("a.b.example.uk.com", "example.uk.com"), ("test.ac", "test.ac"), ("mm", nil), ("c.mm", nil),
+        ("b.c.mm", "b.c.mm"), ("a.b.c.mm", "b.c.mm"), ("jp", nil), ("test.jp", "test.jp"),
+        ("www.test.jp", "test.jp"), ("ac.jp", nil), ("test.ac.jp", "test.ac.jp"),
+        ("www.test.ac.jp", "test.ac.jp"), ("kyoto.jp", nil), ("test.kyoto.jp", "test.kyoto.jp"),
+        ("ide.kyoto.jp", nil), ("b.ide.kyoto.jp", "b.ide.kyoto.jp"), ("a.b.ide.kyoto.jp", "b.ide.kyoto.jp"),
+        ("c.kobe.jp", nil), ("b.c.kobe.jp", "b.c.kobe.jp"), ("a.b.c.kobe.jp", "b.c.kobe.jp"),
+        ("city.kobe.jp", "city.kobe.jp"), ("www.city.kobe.jp", "city.kobe.jp"), ("ck", nil), ("test.ck", nil),
+        ("b.test.ck", "b.test.ck"), ("a.b.test.ck", "b.test.ck"), ("www.ck", "www.ck"),
+        ("www.www.ck", "www.ck"), ("us", nil), ("test.us", "test.us"), ("www.test.us", "test.us"),
+        ("ak.us", nil), ("test.ak.us", "test.ak.us"), ("www.test.ak.us", "test.ak.us"), ("k12.ak.us", nil),
+        ("test.k12.ak.us", "test.k12.ak.us"), ("www.test.k12.ak.us", "test.k12.ak.us"),
+        ("xn--85x722f.com.cn", "xn--85x722f.com.cn"),
+        ("xn--85x722f.xn--55qx5d.cn", "xn--85x722f.xn--55qx5d.cn"),
+        ("www.xn--85x722f.xn--55qx5d.cn", "xn--85x722f.xn--55qx5d.cn"),
+        ("shishi.xn--55qx5d.cn", "shishi.xn--55qx5d.cn"), ("xn--55qx5d.cn", nil),
+        ("xn--85x722f.xn--fiqs8s", "xn--85x722f.xn--fiqs8s"),
+        ("www.xn--85x722f.xn--fiqs8s", "xn--85x722f.xn--fiqs8s"), ("shishi.xn--fiqs8s", "shishi.xn--fiqs8s"),
+        ("xn--fiqs8s", nil),
+        ]
+        for (name, expected) in cases {
+            #expect(Self.registrableDomain(name) == expected, "\(name)")
+        }
+    }
+
+    /// Under an exception rule the host's suffix is the rule's parent (`kobe.jp` for
+    /// `x.city.kobe.jp`), though that name alone is no rule: a cookie for it would reach every
+    /// `*.kobe.jp` registrant, and is refused.
+    @Test func aCookieForTheParentOfAnExceptionRuleIsRefused() {
+        let jar = CookieJar()
+        jar.store(setCookies: ["wide=1; Domain=kobe.jp"], from: Self.url("https://www.city.kobe.jp/"))
+        jar.store(setCookies: ["wide2=1; Domain=kobe.jp"], from: Self.url("https://evil.c.kobe.jp/"))
+        #expect(Self.names(jar, "https://victim.d.kobe.jp/").isEmpty)
+        #expect(Self.names(jar, "https://kobe.jp/").isEmpty)
+        jar.store(setCookies: ["city=1; Domain=city.kobe.jp"], from: Self.url("https://www.city.kobe.jp/"))
+        #expect(Self.names(jar, "https://x.city.kobe.jp/") == ["city"])
+    }
+
+    /// The public suffix of a name plus one label, or `nil` when the name is a suffix itself.
+    static func registrableDomain(_ name: String) -> String? {
+        let lowered = name.lowercased()
+        guard !lowered.hasPrefix(".") else { return nil }
+        let labels = lowered.split(separator: ".", omittingEmptySubsequences: false)
+        let suffixLength = PublicSuffixes.suffixLabelCount(of: lowered)
+        guard suffixLength < labels.count else { return nil }
+        return labels.suffix(suffixLength + 1).joined(separator: ".")
+    }
+
+    /// `YYYY-MM-DD` as midnight UTC.
+    static func day(_ text: some StringProtocol) -> Date? {
+        let parts = text.split(separator: "-").compactMap { Int($0) }
+        guard parts.count == 3, text.count == 10 else { return nil }
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        return calendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2]))
+    }
+
     @Test func thePublicSuffixRulesAreThoseOfTheList() {
-        for suffix in ["com", "co.uk", "github.io", "jp", "city2.kawasaki.jp", "ck", "foo.ck", "blogspot.com"] {
+        for suffix in ["com", "co.uk", "github.io", "jp", "city2.kawasaki.jp", "ck", "foo.ck", "blogspot.com",
+            "xn--p1ai", "xn--80ao21a", "s3.amazonaws.com", "herokuapp.com", "appspot.com", "vercel.app", "pages.dev"]
+        {
             #expect(PublicSuffixes.isPublicSuffix(suffix), "\(suffix)")
         }
         for name in ["example.com", "example.co.uk", "kawasaki.jp", "city.kawasaki.jp", "www.ck", "x.github.io", "localhost.localdomain"] {

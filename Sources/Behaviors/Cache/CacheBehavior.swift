@@ -13,7 +13,7 @@ public import Foundation
 /// ```
 ///
 /// What it follows: `Cache-Control` (`max-age`, `no-store`, `no-cache`, `private`, `public`,
-/// `must-revalidate`, `s-maxage` as a permission; on requests also `max-age`, `min-fresh`,
+/// `must-revalidate`, `s-maxage` for answers shared across credentials; on requests also `max-age`, `min-fresh`,
 /// `only-if-cached`), `Expires`, `Date` and `Age` for the age, `ETag`/`If-None-Match` and
 /// `Last-Modified`/`If-Modified-Since`, and `Vary`. Only `GET` is served and stored; a successful
 /// `POST`, `PUT`, `PATCH` or `DELETE` removes what is stored for its URL and for a same-origin
@@ -26,8 +26,11 @@ public import Foundation
 /// `private`, `s-maxage` or `must-revalidate`. A stored response is used only for a request with
 /// the same credentials (the entry keeps a SHA-256 digest of them, never the values), unless the
 /// server marked it `public` or gave it an `s-maxage` without `private`: any cache may give such
-/// a response to anyone (RFC 9111 §3.5), so it is used whatever the credentials. Stored headers
-/// leave out `Set-Cookie` and every other credential header.
+/// a response to anyone (RFC 9111 §3.5), so it is used whatever the credentials. Other credentials
+/// than those that fetched it reuse it as a shared cache would: fresh for its `s-maxage` where it
+/// has one, and once stale only after the origin answered their own conditional request (with
+/// `s-maxage=0`, always). Stored headers leave out `Set-Cookie` and every other credential header
+/// (the client's own ``SensitiveHeaders`` included), from a `304` too.
 ///
 /// ### Where it goes in the chain
 /// It answers in `intercept`, so behaviors registered before it see a hit like any response
@@ -83,7 +86,7 @@ public struct CacheBehavior: AttemptIntercepting {
         }
 
         let requestTime = now()
-        if let entry = stored, isFresh(entry, at: requestTime, for: requestControl) {
+        if let entry = stored, isFresh(entry, at: requestTime, for: requestControl, requester: credentials) {
             context[CacheOutcome.self] = .hit
             var headers = entry.headers
             headers["Age"] = String(Int(min(entry.age(at: requestTime), Double(CacheControl.maximumDelta))))
@@ -109,7 +112,8 @@ public struct CacheBehavior: AttemptIntercepting {
                 return try await fetch(request, key: key, credentials: credentials, control: requestControl, context: context, next: next)
             }
             let updated = entry.updated(
-                with: response.headers, requestTime: requestTime, responseTime: responseTime, requester: credentials)
+                with: response.headers, requestTime: requestTime, responseTime: responseTime, requester: credentials,
+                sensitive: request.sensitiveHeaders)
             if CacheControl(response.headers).noStore {
                 await storage.removeEntry(for: key)
             } else {
@@ -153,17 +157,22 @@ public struct CacheBehavior: AttemptIntercepting {
         }
     }
 
-    /// Whether a plain request (no `Cache-Control` of its own) would be answered with `entry` at `now`.
-    package func isFreshForTesting(_ entry: CachedResponse, at now: Date) -> Bool {
-        isFresh(entry, at: now, for: CacheControl())
+    /// Whether a plain request (no `Cache-Control` of its own) with credentials of digest
+    /// `requester` (none by default) would be answered with `entry` at `now`.
+    package func isFreshForTesting(_ entry: CachedResponse, at now: Date, requester: String = "") -> Bool {
+        isFresh(entry, at: now, for: CacheControl(), requester: requester)
     }
 
-    private func isFresh(_ entry: CachedResponse, at now: Date, for control: CacheControl) -> Bool {
+    /// Whether `entry` may answer `requester`'s request without the network. The credentials that
+    /// fetched it reuse it as a private cache would (`max-age`); other credentials reuse a shared
+    /// entry as a shared cache would (RFC 9111 §3.5): by `s-maxage` where present, and once stale
+    /// only after the origin confirmed it to them (this cache never serves a stale answer).
+    private func isFresh(_ entry: CachedResponse, at now: Date, for control: CacheControl, requester: String) -> Bool {
         guard !control.noCache, !entry.requiresRevalidation else { return false }
         let age = entry.age(at: now)
         // A request's `max-age=0` asks for validation (what a reload sends), even at age 0.
         if let maxAge = control.maxAge, maxAge == 0 || age > Double(maxAge) { return false }
-        let left = entry.freshnessLifetime - age
+        let left = entry.freshnessLifetime(for: requester) - age
         return left > Double(control.minFresh ?? 0) && left > 0
     }
 
@@ -235,8 +244,9 @@ public struct CacheBehavior: AttemptIntercepting {
             }
         }
         // `public` or `s-maxage` without `private`: the server says any cache may give it to
-        // anyone (RFC 9111 §3.5), so every credential may use it; otherwise only the same ones.
-        let identity = control.allowsSharing ? CredentialFingerprint.anyone : credentials
+        // anyone (RFC 9111 §3.5), so every credential may use it (others by `s-maxage`);
+        // otherwise only the same ones. `must-revalidate` alone lets it be stored, not shared.
+        let identity = control.allowsSharing ? CredentialFingerprint.shared(fetchedBy: credentials) : credentials
         let varied = Vary.names(in: headers)
         guard !varied.contains("*") else { return nil }
         let entry = CachedResponse(
@@ -246,7 +256,7 @@ public struct CacheBehavior: AttemptIntercepting {
             varyValues: varied.map { Vary.value(of: $0, in: response.request.headers, sensitive: response.request.sensitiveHeaders) },
             credentials: identity)
         // Useful only if it can be fresh, or revalidated.
-        guard entry.freshnessLifetime > 0 || entry.hasValidator else { return nil }
+        guard entry.longestFreshnessLifetime > 0 || entry.hasValidator else { return nil }
         return entry
     }
 }

@@ -6,7 +6,8 @@ import ConveyorPipeline
 package struct CacheControl: Sendable, Equatable {
     /// `max-age`, in seconds. An invalid value (`max-age=soon`) reads as 0: stale, the safe side.
     package var maxAge: Int?
-    /// `s-maxage` (a shared cache's lifetime; here only a permission to store, RFC 9111 §3.5).
+    /// `s-maxage`: a permission to store and share (RFC 9111 §3.5), and the lifetime by which
+    /// other credentials than the fetcher's reuse a shared answer (§5.2.2.10).
     package var sharedMaxAge: Int?
     /// `min-fresh` (request): the response must stay fresh this many more seconds.
     package var minFresh: Int?

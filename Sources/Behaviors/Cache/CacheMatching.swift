@@ -14,8 +14,15 @@ enum CredentialFingerprint {
         return SHA256.hex(parts.sorted().joined(separator: "\n"))
     }
 
-    /// The identity of an entry any credentials may use (a `public` answer); never a digest.
+    /// The identity of an entry any credentials may use (a `public` answer, or one with
+    /// `s-maxage`), as entries stored before 1.1 have it: who fetched it is not known, so every
+    /// request reuses it by the shared cache's rules.
     static let anyone = "*"
+
+    /// The identity of an entry any credentials may use, fetched with `fetcher` (a digest, or
+    /// empty for none): `*:` and the digest. The fetcher reuses it by a private cache's rules
+    /// (`max-age`), everyone else by a shared cache's (`s-maxage`).
+    static func shared(fetchedBy fetcher: String) -> String { anyone + ":" + fetcher }
 }
 
 /// `Vary` (RFC 9111 §4.1).
@@ -49,16 +56,31 @@ package enum Vary {
 }
 
 extension CachedResponse {
-    /// Whether a request may be answered with this entry: same credentials, same values of the
-    /// headers `Vary` named.
+    /// Whether any credentials may use it (the server marked it `public` or gave it an
+    /// `s-maxage`, without `private`); otherwise only the credentials that fetched it may.
+    var isShared: Bool { credentials.hasPrefix(CredentialFingerprint.anyone) }
+
+    /// Whether `requester` (a ``CredentialFingerprint``) is the one that fetched it (or last
+    /// revalidated it): its reuse follows a private cache's rules; anyone else's a shared cache's.
+    func isFetched(by requester: String) -> Bool {
+        isShared ? credentials == CredentialFingerprint.shared(fetchedBy: requester) : credentials == requester
+    }
+
+    /// Whether a request may be answered with this entry, once fresh enough for it
+    /// (``freshnessLifetime(for:)``): same credentials unless shared, same values of the headers
+    /// `Vary` named.
     func matches(_ headers: HTTPHeaders, credentials: String, sensitive: SensitiveHeaders = .standard) -> Bool {
-        guard self.credentials == CredentialFingerprint.anyone || self.credentials == credentials else { return false }
+        guard isShared || self.credentials == credentials else { return false }
         return varyValues.allSatisfy { Vary.value(of: $0.name, in: headers, sensitive: sensitive) == $0 }
     }
 
-    /// The entry after a `304 Not Modified`: its headers updated with the 304's (RFC 9111 §3.2),
-    /// times of this exchange.
-    func updated(with notModified: HTTPHeaders, requestTime: Date, responseTime: Date, requester: String) -> CachedResponse {
+    /// The entry after a `304 Not Modified` to `requester`'s conditional request: its headers
+    /// updated with the 304's (RFC 9111 §3.2) except credential headers by the client's
+    /// `sensitive` names, times of this exchange, and `requester` as the one that fetched it.
+    func updated(
+        with notModified: HTTPHeaders, requestTime: Date, responseTime: Date, requester: String,
+        sensitive: SensitiveHeaders = .standard
+    ) -> CachedResponse {
         var headers = self.headers
         // The stored `Date` and `Age` describe the old exchange: without new ones, this
         // exchange's time is the response's age origin (a kept old `Date` would make the
@@ -66,16 +88,17 @@ extension CachedResponse {
         for name in ["Date", "Age"] where !notModified.contains(name) { headers.remove(name: name) }
         let skipped = ["Content-Length", "Content-Encoding", "Content-Type", "Content-Range"]
         var replaced: Set<String> = []
-        for field in notModified where CacheBehavior.isStoredHeader(field.name)
+        for field in notModified where CacheBehavior.isStoredHeader(field.name, sensitive: sensitive)
             && !skipped.contains(where: { HTTPHeaders.namesEqual($0, field.name) })
         {
             let lower = field.name.lowercased()
             if replaced.insert(lower).inserted { headers.remove(name: field.name) }
             headers.add(name: field.name, value: field.value)
         }
-        // An answer that is no longer `public` belongs to the credentials that revalidated it.
-        let shared = credentials == CredentialFingerprint.anyone
-        let identity = shared && !CacheControl(headers).allowsSharing ? requester : credentials
+        // The exchange was `requester`'s: it reuses the entry by the private rules from now on. An
+        // answer that is no longer `public` (nor has an `s-maxage`) is `requester`'s alone.
+        let shared = isShared && CacheControl(headers).allowsSharing
+        let identity = shared ? CredentialFingerprint.shared(fetchedBy: requester) : requester
         return CachedResponse(
             status: status, headers: headers, body: body, requestTime: requestTime, responseTime: responseTime,
             varyValues: varyValues, credentials: identity)

@@ -10,7 +10,9 @@ public import Foundation
 /// ```
 /// Integers are big-endian, a `str` is a u32 length and UTF-8 bytes, and the checksum is 64-bit
 /// FNV-1a of every byte before it (it detects a damaged file; it is no protection against a
-/// forged one).
+/// forged one). `credentials` is a SHA-256 digest in hex (empty for none), or for an answer any
+/// credentials may use `*:` and the fetcher's digest (`*` alone, as written before 1.1: fetcher
+/// not known).
 extension CachedResponse {
     package static let magic: [UInt8] = Array("CNVC".utf8)
     package static let formatVersion: UInt8 = 1

@@ -25,12 +25,17 @@ public struct CachedResponse: Sendable, Hashable {
     /// For each header the response's `Vary` names (lowercased): the request's value, `nil` when
     /// the request had none; a credential's value as `sha256:` and its digest.
     let varyValues: [VaryValue]
-    /// ``CredentialFingerprint`` of the request; empty when it carried no credential.
+    /// ``CredentialFingerprint`` of the request; empty when it carried no credential. For an
+    /// entry any credentials may use, `*:` and the fetcher's digest (`*` alone from before 1.1).
     let credentials: String
 
     // Derived from the above, so a hit parses nothing.
-    /// The response's lifetime in seconds (RFC 9111 §4.2.1); 0 without explicit freshness.
+    /// The response's lifetime in seconds (RFC 9111 §4.2.1) for a private cache: the credentials
+    /// that fetched it; 0 without explicit freshness.
     let freshnessLifetime: Double
+    /// Its lifetime for a shared cache (§4.2.1): `s-maxage` where present (§5.2.2.10), else
+    /// ``freshnessLifetime``. What other credentials reuse a shared entry by.
+    let sharedFreshnessLifetime: Double
     /// `corrected_initial_age` (RFC 9111 §4.2.3).
     let initialAge: Double
     /// The response said `no-cache`: every use is revalidated.
@@ -74,6 +79,7 @@ public struct CachedResponse: Sendable, Hashable {
         } else {
             freshnessLifetime = 0  // no heuristic freshness (Docs/Decisions.md, "Caching")
         }
+        sharedFreshnessLifetime = control.sharedMaxAge.map { Double($0) } ?? freshnessLifetime
         let apparentAge = max(0, responseTime.timeIntervalSince(date))
         let ageValue = headers["Age"].flatMap { HeaderBytes.deltaSeconds($0) }.map { Double($0) } ?? 0
         let correctedAge = ageValue + max(0, responseTime.timeIntervalSince(requestTime))
@@ -88,14 +94,33 @@ public struct CachedResponse: Sendable, Hashable {
     /// ``CacheBehavior`` never uses it again.
     public var hasValidator: Bool { entityTag != nil || lastModified != nil }
 
-    /// When it stops being fresh (RFC 9111 §4.2), on the clock of the ``CacheBehavior`` that
-    /// stored it: until then a request is answered with it without the network; after, only once
-    /// the server confirmed it (``hasValidator``). `Date.distantPast` for an entry that is never
-    /// fresh (stored with `no-cache`, or already as old as its lifetime when it arrived).
+    /// When it stops being fresh (RFC 9111 §4.2) for every request that may use it, on the clock
+    /// of the ``CacheBehavior`` that stored it: until then some request may be answered with it
+    /// without the network; after, only once the server confirmed it (``hasValidator``).
+    /// `Date.distantPast` for an entry that is never fresh (stored with `no-cache`, or already as
+    /// old as its lifetime when it arrived).
+    ///
+    /// An entry that any credentials may use (`public`, or an `s-maxage`) is fresh for the
+    /// credentials that fetched it by `max-age` and for all others by `s-maxage` where present:
+    /// this is the later of the two.
     public var freshUntil: Date {
-        let remaining = freshnessLifetime - initialAge
+        let remaining = longestFreshnessLifetime - initialAge
         guard !requiresRevalidation, remaining > 0 else { return .distantPast }
         return responseTime.addingTimeInterval(remaining)
+    }
+
+    /// The lifetime by which `requester` (a ``CredentialFingerprint``) may reuse it: a private
+    /// cache's for the credentials that fetched it, a shared cache's for anyone else.
+    func freshnessLifetime(for requester: String) -> Double {
+        isFetched(by: requester) ? freshnessLifetime : sharedFreshnessLifetime
+    }
+
+    /// The longest lifetime any request may reuse it by.
+    var longestFreshnessLifetime: Double {
+        guard isShared else { return freshnessLifetime }
+        // `*` alone (stored before 1.1): its fetcher is not known, so no one has the private rule.
+        return credentials == CredentialFingerprint.anyone
+            ? sharedFreshnessLifetime : max(freshnessLifetime, sharedFreshnessLifetime)
     }
 
     /// `current_age` at `now`, in seconds (RFC 9111 §4.2.3).

@@ -223,7 +223,12 @@ public final class CookieJar: Sendable {
         if let domain {
             // `com.` from `example.com.`: a trailing dot would make a public suffix look like a name.
             guard !domain.hasSuffix("."), !host.hasSuffix(".") else { return nil }
-            if PublicSuffixes.isPublicSuffix(domain) {
+            // A suffix by the list, or as short as the host's own suffix (`kobe.jp` from
+            // `x.city.kobe.jp`, under the exception rule `!city.kobe.jp`).
+            let labels = domain.split(separator: ".", omittingEmptySubsequences: false).count
+            if PublicSuffixes.isPublicSuffix(domain)
+                || (domainMatches(host, domain) && labels <= PublicSuffixes.suffixLabelCount(of: host))
+            {
                 // §5.3 step 5: a public suffix only for the host that is one, as a host-only cookie.
                 guard domain == host else { return nil }
             } else {

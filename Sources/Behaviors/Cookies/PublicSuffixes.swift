@@ -30,4 +30,26 @@ package enum PublicSuffixes {
         let parent = rest.firstIndex(of: ".").map { rest[rest.index(after: $0)...] } ?? ""
         return group.contains(parent.isEmpty ? "*" : Substring("*." + parent))
     }
+
+    /// How many labels the public suffix of `host` (lowercased, A-labels, no trailing dot) has,
+    /// by the list's algorithm: the longest rule that matches it, where an exception rule `!x`
+    /// makes the suffix `x` without its first label (`kobe.jp` for `www.city.kobe.jp`, though
+    /// `kobe.jp` alone is no rule). At least 1 (the implicit `*` rule).
+    package static func suffixLabelCount(of host: String) -> Int {
+        let labels = host.split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count > 1 else { return 1 }
+        for count in stride(from: labels.count, through: 2, by: -1) {
+            let candidate = labels.suffix(count).joined(separator: ".")
+            if isException(candidate) { return count - 1 }
+            if isPublicSuffix(candidate) { return count }
+        }
+        return 1
+    }
+
+    /// Whether an exception rule (`!city.kobe.jp`) names `domain`.
+    private static func isException(_ domain: String) -> Bool {
+        guard let lastDot = domain.lastIndex(of: ".") else { return false }
+        let rest = domain[..<lastDot]
+        return rules[domain[domain.index(after: lastDot)...]]?.contains("!" + rest) == true
+    }
 }
