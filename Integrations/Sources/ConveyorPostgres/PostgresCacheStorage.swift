@@ -3,6 +3,7 @@ import Crypto
 public import Foundation
 public import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 public import PostgresNIO
 
 /// A ``Conveyor/CacheStorage`` in a PostgreSQL table, shared by every process that points at it:
@@ -30,13 +31,19 @@ public import PostgresNIO
 /// - **Bounded.** An entry larger than `maxBytes` is not stored. Rows past their use (stale
 ///   without a validator, or stale for longer than `keepStale`) and the least recently used rows
 ///   beyond `maxBytes` are deleted by ``trim()``, which stores run after every tenth of
-///   `maxBytes` they wrote (so each process can overshoot by a tenth before it trims).
+///   `maxBytes` they wrote (so each process can overshoot by a tenth before it trims). The trim
+///   compares a running total of the rows' sizes (kept by triggers) with `maxBytes` and deletes
+///   in batches of at most 1,000 rows found through an index, each ended by the database itself
+///   (`statement_timeout`, `lock_timeout`) at its bound: its cost does not grow with the table.
 /// - **A database that is down, slow or gone is a miss, never a failed or hung request.** Every
-///   call ends within `timeout` (on `clock`): a lookup that did not answer is a miss, a store
-///   that did not finish is dropped. After a failure the storage leaves the database alone for a
-///   cool-down of four times `timeout`, at least a second (lookups miss at once), logs one warning per failure (not per
-///   request) and one notice when the database answers again. At most 64 calls wait on the
-///   database at once; more are misses at once.
+///   call ends within `timeout` (on `clock`), its follow-up statements included (a hit's refresh
+///   of `last_used`, a store's trim): a lookup that did not answer is a miss, a store that did
+///   not finish is dropped. A call that runs out of time closes its connection, so a database
+///   that never answers (a network partition) holds no place after the timeout. After a failure
+///   the storage leaves the database alone for a cool-down of four times `timeout`, at least a
+///   second (lookups miss at once), logs one warning per failure (not per request) and one
+///   notice when the database answers again. At most 64 calls wait on the database at once;
+///   more are misses at once.
 /// - **Concurrent writers** of one key leave one whole entry: a store is one `INSERT … ON
 ///   CONFLICT DO UPDATE` of a single row, and a row that does not decode (damaged, or written by
 ///   another format version) is a miss and is deleted.
@@ -50,7 +57,7 @@ public final class PostgresCacheStorage: CacheStorage {
     /// Why the storage could not be created.
     public enum ConfigurationError: Error, Hashable, CustomStringConvertible {
         /// The table name is not a lowercase SQL name (`a`–`z`, `0`–`9`, `_`, not starting with a
-        /// digit, at most 63 bytes).
+        /// digit, at most 63 bytes, PostgreSQL's limit).
         case invalidTableName(String)
 
         /// What is wrong, for logs.
@@ -75,16 +82,22 @@ public final class PostgresCacheStorage: CacheStorage {
     private let clock: any Clock<Duration>
     private let now: @Sendable () -> Date
     private let lockKey: Int64
+    /// The table's name and the names derived from it, quoted.
+    let names: Names
     private let state = NIOLockedValueBox(State())
 
     /// The most calls that may wait on the database at once.
     static let maxWaiting = 64
+    /// The most calls that ran out of time and have not ended yet (each closed its connection, so
+    /// they end at once unless the client itself hangs); at this many, calls are misses at once.
+    static let maxAbandoned = 64
     /// A hit refreshes the row's `last_used` (for eviction) only when it is older than this.
     static let touchInterval: TimeInterval = 60
 
     private struct State {
         var schemaReady = false
         var waiting = 0
+        var abandoned = 0
         /// No call reaches the database before this instant of `clock` (after a failure).
         var coolingUntil: (any InstantProtocol)?
         var failing = false
@@ -123,6 +136,7 @@ public final class PostgresCacheStorage: CacheStorage {
         self.clock = clock
         self.now = now
         lockKey = Self.advisoryLockKey(table)
+        names = Names(table: table)
     }
 
     // MARK: - CacheStorage
@@ -132,28 +146,30 @@ public final class PostgresCacheStorage: CacheStorage {
         let hash = Self.hash(key)
         let now = now()
         let touchBefore = now.addingTimeInterval(-Self.touchInterval)
-        let found: (Data, Bool)?? = await bounded("lookup") { [client, table] in
-            let rows = try await client.query(
+        let found: CachedResponse?? = await bounded("lookup") { [logger, names] (session: Session<CachedResponse?>) in
+            let rows = try await session.connection.query(
                 """
-                SELECT entry, last_used < \(touchBefore) FROM \(unescaped: Self.quoted(table))
+                SELECT entry, last_used < \(touchBefore) FROM \(unescaped: names.table)
                 WHERE key_hash = \(hash) AND expires_at > \(now)
-                """)
-            for try await row in rows.decode((Data, Bool).self) { return row }
-            return nil
-        }
-        guard case .some(.some((let data, let touch))) = found else { return nil }
-        guard let entry = CachedResponse(encoded: data) else {
-            // Damaged, or another format version: a miss, and gone.
-            await removeEntry(for: key)
-            return nil
-        }
-        if touch {
-            _ = await bounded("touch") { [client, table] in
-                try await client.query(
-                    "UPDATE \(unescaped: Self.quoted(table)) SET last_used = \(now) WHERE key_hash = \(hash)")
+                """, logger: logger)
+            var found: (Data, Bool)?
+            for try await row in rows.decode((Data, Bool).self) { found = row }
+            guard let (data, touch) = found else { return nil }
+            guard let entry = CachedResponse(encoded: data) else {
+                // Damaged, or another format version: a miss, and gone.
+                try await session.connection.query(
+                    "DELETE FROM \(unescaped: names.table) WHERE key_hash = \(hash)", logger: logger)
+                return nil
             }
+            if touch {
+                // The entry is the answer even if the refresh of `last_used` runs out of time.
+                session.keep(entry)
+                try await session.connection.query(
+                    "UPDATE \(unescaped: names.table) SET last_used = \(now) WHERE key_hash = \(hash)", logger: logger)
+            }
+            return entry
         }
-        return entry
+        return found ?? nil
     }
 
     /// Stores an entry (one row per key, replaced whole); an entry larger than `maxBytes`, or
@@ -168,108 +184,211 @@ public final class PostgresCacheStorage: CacheStorage {
         }
         let hash = Self.hash(key)
         let size = data.count
-        let stored: Void? = await bounded("store") { [client, table] in
-            try await client.query(
+        _ = await bounded("store") { [logger, names] (session: Session<Void>) in
+            try await session.connection.query(
                 """
-                INSERT INTO \(unescaped: Self.quoted(table)) (key_hash, entry, bytes, expires_at, last_used)
+                INSERT INTO \(unescaped: names.table) (key_hash, entry, bytes, expires_at, last_used)
                 VALUES (\(hash), \(data), \(size), \(expires), \(now))
                 ON CONFLICT (key_hash) DO UPDATE SET entry = EXCLUDED.entry, bytes = EXCLUDED.bytes,
                     expires_at = EXCLUDED.expires_at, last_used = EXCLUDED.last_used
-                """)
-        }
-        guard stored != nil else { return }
-        let due: Bool = state.withLockedValue { state in
-            state.bytesSinceTrim += size
-            guard state.bytesSinceTrim >= max(1, maxBytes / 10), !state.trimming else { return false }
-            state.trimming = true
-            return true
-        }
-        if due {
-            await trimNow()
-            state.withLockedValue {
-                $0.trimming = false
-                $0.bytesSinceTrim = 0
+                """, logger: logger)
+            // The trim, when due, runs in what is left of the store's time.
+            let due: Bool = self.state.withLockedValue { state in
+                state.bytesSinceTrim += size
+                guard state.bytesSinceTrim >= max(1, self.maxBytes / 10), !state.trimming else { return false }
+                state.trimming = true
+                return true
             }
+            guard due else { return }
+            var finished = false
+            defer {
+                // An unfinished trim stays due: the next store goes on with it.
+                self.state.withLockedValue { state in
+                    state.trimming = false
+                    if finished { state.bytesSinceTrim = 0 }
+                }
+            }
+            finished = try await self.trimBatches(on: session.connection, remaining: session.remaining)
         }
     }
 
     /// Removes the key's row, if any.
     public func removeEntry(for key: String) async {
         let hash = Self.hash(key)
-        _ = await bounded("remove") { [client, table] in
-            try await client.query("DELETE FROM \(unescaped: Self.quoted(table)) WHERE key_hash = \(hash)")
+        _ = await bounded("remove") { [logger, names] (session: Session<Void>) in
+            try await session.connection.query(
+                "DELETE FROM \(unescaped: names.table) WHERE key_hash = \(hash)", logger: logger)
         }
     }
 
     /// Removes every row of the table (for every process that shares it).
     public func removeAll() async {
-        _ = await bounded("remove all") { [client, table] in
-            try await client.query("DELETE FROM \(unescaped: Self.quoted(table))")
+        _ = await bounded("remove all") { [logger, names] (session: Session<Void>) in
+            try await session.connection.withTransaction(logger: logger) { connection in
+                try await Self.limit(connection, to: session.remaining() * 3 / 4, logger: logger)
+                try await connection.query("DELETE FROM \(unescaped: names.table)", logger: logger)
+            }
         }
     }
 
     // MARK: - Schema and upkeep
 
-    /// Creates the table and its indexes if they are missing (a call on first use does the same).
-    /// Call it at startup to find a wrong configuration early; unlike the storage's other calls it
-    /// throws, and it is not bounded by `timeout`.
+    /// Creates the table, its indexes and its running total if they are missing (a call on first
+    /// use does the same). Call it at startup to find a wrong configuration early; unlike the
+    /// storage's other calls it throws, and it is not bounded by `timeout`.
     /// - Throws: The database's error.
     public func prepare() async throws {
-        let table = Self.quoted(self.table)
-        let indexPrefix = self.table
+        try await client.withConnection { connection in
+            try await self.prepare(on: connection)
+        }
+    }
+
+    private func prepare(on connection: PostgresConnection) async throws {
+        let names = names
         let lockKey = lockKey
+        let logger = logger
         // One process creates at a time: `CREATE … IF NOT EXISTS` run side by side can still
         // collide in PostgreSQL's catalog.
-        try await client.withTransaction(logger: logger) { connection in
+        try await connection.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
-            try await connection.query(
+            for statement in names.schema {
+                try await connection.query(statement, logger: logger)
+            }
+            // The running total of `bytes` (what the trim compares with `maxBytes`, without
+            // summing the table) is kept by triggers; they are created, and the total counted
+            // once, when they are missing (a table of an older version, or created by hand).
+            let present = try await connection.query(
                 """
-                CREATE UNLOGGED TABLE IF NOT EXISTS \(unescaped: table) (
-                    key_hash bytea PRIMARY KEY,
-                    entry bytea NOT NULL,
-                    bytes integer NOT NULL,
-                    expires_at timestamptz NOT NULL,
-                    last_used timestamptz NOT NULL)
+                SELECT count(*)::bigint FROM pg_trigger
+                WHERE tgrelid = \(names.table)::regclass AND tgname LIKE 'conveyor_total_%'
                 """, logger: logger)
-            try await connection.query(
-                "CREATE INDEX IF NOT EXISTS \(unescaped: Self.quoted(indexPrefix + "_last_used")) ON \(unescaped: table) (last_used)",
-                logger: logger)
-            try await connection.query(
-                "CREATE INDEX IF NOT EXISTS \(unescaped: Self.quoted(indexPrefix + "_expires_at")) ON \(unescaped: table) (expires_at)",
-                logger: logger)
+            var triggers: Int64 = 0
+            for try await count in present.decode(Int64.self) { triggers = count }
+            guard triggers < 4 else { return }
+            for statement in names.totalSchema {
+                try await connection.query(statement, logger: logger)
+            }
         }
         state.withLockedValue { $0.schemaReady = true }
     }
 
     /// Deletes the rows past their use and then the least recently used ones until the rest fit
-    /// in `maxBytes`. Stores run it as they go; call it to trim now (after lowering `maxBytes`,
-    /// say). One process trims a table at a time; a call while another trims returns at once.
-    /// - Throws: The database's error.
+    /// in `maxBytes`, in batches of at most 1,000 rows, each a statement of its own that the
+    /// database ends after `timeout` (`statement_timeout` and `lock_timeout`). Stores run it as
+    /// they go, within their own `timeout`; call it to trim now (after lowering `maxBytes`, say).
+    /// One process trims a table at a time; a call while another trims returns at once.
+    /// - Throws: The database's error (a batch that ran out of time: SQLSTATE 57014 or 55P03).
     public func trim() async throws {
-        try await prepareIfNeeded()
+        try await client.withConnection { connection in
+            try await self.prepareIfNeeded(on: connection)
+            _ = try await self.trimBatches(on: connection, remaining: nil)
+        }
+    }
+
+    /// The most rows one statement of the trim deletes.
+    static let trimBatchRows = 1_000
+
+    enum TrimPass: CaseIterable {
+        /// Rows past their use, oldest expiry first.
+        case expired
+        /// The least recently used rows, while the total is over `maxBytes`.
+        case leastRecentlyUsed
+    }
+
+    /// Runs the trim's batches on one connection.
+    /// - Parameter remaining: The time left of the call that runs the trim; `nil` for ``trim()``.
+    /// - Returns: Whether the trim finished; `false` when the call's time ran short first.
+    private func trimBatches(on connection: PostgresConnection, remaining: (@Sendable () -> Duration)?) async throws
+        -> Bool
+    {
         let now = now()
-        let limit = Int64(maxBytes)
-        // One statement: the advisory lock (held to its end) keeps two processes' deletes from
-        // deadlocking on the same rows; the running sum walks from the most recently used row.
-        try await client.query(
-            """
-            WITH turn AS (SELECT pg_try_advisory_xact_lock(\(lockKey)) AS mine),
-            ranked AS (
-                SELECT key_hash, sum(bytes) OVER (ORDER BY last_used DESC, key_hash) AS running
-                FROM \(unescaped: Self.quoted(table)) WHERE expires_at > \(now))
-            DELETE FROM \(unescaped: Self.quoted(table)) AS t USING turn
-            WHERE turn.mine AND (t.expires_at <= \(now)
-                OR t.key_hash IN (SELECT key_hash FROM ranked WHERE running > \(limit)))
-            """, logger: logger)
+        for pass in TrimPass.allCases {
+            while true {
+                var limit = timeout
+                if let remaining {
+                    // Start a batch only with an eighth of the timeout left, and let the database
+                    // end it a quarter before the call's deadline (time for its COMMIT).
+                    let left = remaining()
+                    guard left > timeout / 8 else { return false }
+                    limit = left * 3 / 4
+                }
+                let deleted: Int64
+                do {
+                    deleted = try await connection.withTransaction(logger: logger) { connection in
+                        try await Self.limit(connection, to: limit, logger: self.logger)
+                        var deleted: Int64 = 0
+                        let rows = try await connection.query(self.trimStatement(pass, now: now), logger: self.logger)
+                        for try await count in rows.decode(Int64.self) { deleted = count }
+                        return deleted
+                    }
+                } catch let error as PSQLError where remaining != nil && Self.ranOutOfTime(error) {
+                    // The database ended the batch at the call's bound: the next store goes on.
+                    return false
+                }
+                if deleted < Self.trimBatchRows { break }
+            }
+        }
+        return true
     }
 
-    private func trimNow() async {
-        _ = await bounded("trim") { try await self.trim() }
+    /// One batch of a trim's pass: at most ``trimBatchRows`` rows found through an index, deleted
+    /// by their primary key; the advisory lock (held to the end of the batch's transaction)
+    /// keeps two processes' trims from waiting on each other's rows. Returns the count deleted.
+    /// - Parameter explain: Prefix the statement with `EXPLAIN` (for the tests).
+    func trimStatement(_ pass: TrimPass, now: Date, explain: Bool = false) -> PostgresQuery {
+        let prefix = explain ? "EXPLAIN " : ""
+        let rows = Self.trimBatchRows
+        switch pass {
+        case .expired:
+            return """
+                \(unescaped: prefix)WITH turn AS (SELECT pg_try_advisory_xact_lock(\(lockKey)) AS mine),
+                doomed AS (
+                    SELECT key_hash FROM \(unescaped: names.table) WHERE expires_at <= \(now)
+                    ORDER BY expires_at LIMIT \(rows)),
+                gone AS (
+                    DELETE FROM \(unescaped: names.table)
+                    WHERE key_hash = ANY (ARRAY(SELECT doomed.key_hash FROM doomed, turn WHERE turn.mine))
+                    RETURNING 1)
+                SELECT count(*)::bigint FROM gone
+                """
+        case .leastRecentlyUsed:
+            // The oldest rows, as many of them (of at most `rows`) as it takes to bring the
+            // running total under the bound.
+            return """
+                \(unescaped: prefix)WITH turn AS (SELECT pg_try_advisory_xact_lock(\(lockKey)) AS mine),
+                over AS (SELECT coalesce(sum(total), 0) - \(Int64(maxBytes)) AS bytes FROM \(unescaped: names.total)),
+                oldest AS (
+                    SELECT key_hash, sum(bytes) OVER (ORDER BY last_used, key_hash) - bytes AS before
+                    FROM (SELECT key_hash, bytes, last_used FROM \(unescaped: names.table)
+                        ORDER BY last_used LIMIT \(rows)) AS candidates),
+                gone AS (
+                    DELETE FROM \(unescaped: names.table)
+                    WHERE key_hash = ANY (ARRAY(
+                        SELECT oldest.key_hash FROM oldest, over, turn WHERE turn.mine AND oldest.before < over.bytes))
+                    RETURNING 1)
+                SELECT count(*)::bigint FROM gone
+                """
+        }
     }
 
-    private func prepareIfNeeded() async throws {
+    /// Sets the transaction's `statement_timeout` and `lock_timeout` on the database: what runs
+    /// in it is ended by the database itself after `limit`, whatever happens to the connection.
+    private static func limit(_ connection: PostgresConnection, to limit: Duration, logger: Logger) async throws {
+        let milliseconds = String(max(1, Int64(seconds(limit) * 1_000)))
+        try await connection.query(
+            "SELECT set_config('statement_timeout', \(milliseconds), true), set_config('lock_timeout', \(milliseconds), true)",
+            logger: logger)
+    }
+
+    /// The database ended a statement at its `statement_timeout` or `lock_timeout`.
+    private static func ranOutOfTime(_ error: PSQLError) -> Bool {
+        guard let state = error.serverInfo?[.sqlState] else { return false }
+        return state == "57014" || state == "55P03"
+    }
+
+    private func prepareIfNeeded(on connection: PostgresConnection) async throws {
         guard !state.withLockedValue({ $0.schemaReady }) else { return }
-        try await prepare()
+        try await prepare(on: connection)
     }
 
     /// When the row stops being of use: when the entry goes stale if it cannot be revalidated,
@@ -281,35 +400,53 @@ public final class PostgresCacheStorage: CacheStorage {
 
     // MARK: - Bounded calls
 
-    /// Runs `operation` against the database within `timeout`: its value, or `nil` when the
-    /// database failed, did not answer in time, is cooling down after a failure, or already has
-    /// ``maxWaiting`` calls waiting (a call that timed out keeps its place until the database
-    /// lets it go). Never throws, never waits longer than `timeout`.
+    /// What a call's body gets: the connection it runs on and the time left before its deadline.
+    struct Session<T: Sendable>: Sendable {
+        let connection: PostgresConnection
+        let remaining: @Sendable () -> Duration
+        fileprivate let race: Race<T>
+
+        /// The call's answer should its remaining statements fail or run out of time.
+        func keep(_ value: T) { race.keep(value) }
+    }
+
+    /// Runs `body` on a connection of the pool within `timeout`, one deadline for everything the
+    /// body does: its value, or `nil` when the database failed, did not answer in time, is cooling
+    /// down after a failure, or already has ``maxWaiting`` calls waiting. A call that runs out of
+    /// time closes its connection (a query PostgresNIO would not abandon otherwise; the pool
+    /// opens another) and frees its place at once; at most ``maxAbandoned`` such calls may be
+    /// still ending. Never throws, never waits longer than `timeout`.
     private func bounded<T: Sendable>(
-        _ operation: String, _ body: @escaping @Sendable () async throws -> T
+        _ operation: String, _ body: @escaping @Sendable (Session<T>) async throws -> T
     ) async -> T? {
         let admitted: Bool = state.withLockedValue { state in
             if let until = state.coolingUntil {
                 guard clock.hasPassed(until) else { return false }
                 state.coolingUntil = nil
             }
-            guard state.waiting < Self.maxWaiting else { return false }
+            guard state.waiting < Self.maxWaiting, state.abandoned < Self.maxAbandoned else { return false }
             state.waiting += 1
             return true
         }
         guard admitted else { return nil }
+        let deadline = clock.deadline(after: timeout)
+        let call = Call()
         let race = Race<T>()
+        let remaining: @Sendable () -> Duration = { [clock] in clock.remaining(until: deadline) }
         let work = Task {
             do {
-                try await self.prepareIfNeeded()
-                race.finish(.value(try await body()))
+                let value = try await self.run(body, call: call, race: race, remaining: remaining)
+                race.finish(.value(value))
             } catch {
                 race.finish(.failed(error))
             }
-            self.state.withLockedValue { $0.waiting -= 1 }
+            let abandoned = call.end()
+            self.state.withLockedValue { state in
+                if abandoned { state.abandoned -= 1 } else { state.waiting -= 1 }
+            }
         }
-        let timer = Task { [clock, timeout] in
-            try? await clock.sleep(for: timeout)
+        let timer = Task { [clock] in
+            try? await clock.sleep(untilInstant: deadline)
             race.finish(.timedOut)
         }
         let outcome = await withTaskCancellationHandler {
@@ -318,20 +455,45 @@ public final class PostgresCacheStorage: CacheStorage {
             race.finish(.cancelled)
         }
         timer.cancel()
-        switch outcome {
+        let kept = outcome.1
+        switch outcome.0 {
         case .value(let value):
-            work.cancel()
             recovered()
             return value
         case .failed(let error):
             failed(operation, reason: Self.describe(error))
         case .timedOut:
-            work.cancel()
+            abandon(work, call)
             failed(operation, reason: "no answer within \(timeout)")
         case .cancelled:
-            work.cancel()
+            abandon(work, call)
         }
-        return nil
+        return kept
+    }
+
+    /// The body of a call on a leased connection, which the call can close.
+    private func run<T: Sendable>(
+        _ body: @Sendable (Session<T>) async throws -> T, call: Call, race: Race<T>,
+        remaining: @escaping @Sendable () -> Duration
+    ) async throws -> T {
+        let lease = Lease(client: client)
+        return try await lease.run { connection in
+            try call.attach(connection)
+            defer { call.detach() }
+            try await self.prepareIfNeeded(on: connection)
+            return try await body(Session(connection: connection, remaining: remaining, race: race))
+        }
+    }
+
+    /// Gives up a call that is still running: its place is free at once; it counts among the
+    /// abandoned until it ends, which closing its connection makes happen at once.
+    private func abandon(_ work: Task<Void, Never>, _ call: Call) {
+        work.cancel()
+        guard call.abandon() else { return }
+        state.withLockedValue { state in
+            state.waiting -= 1
+            state.abandoned += 1
+        }
     }
 
     /// After a failure the database is left alone for this long: four timeouts, at least a second.
@@ -385,7 +547,8 @@ public final class PostgresCacheStorage: CacheStorage {
         guard let first = bytes.first, bytes.count <= 63, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first)
         else { return false }
         return bytes.allSatisfy { byte in
-            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
                 || byte == UInt8(ascii: "_")
         }
     }
@@ -414,12 +577,22 @@ extension Clock {
         guard let instant = instant as? Instant else { return true }
         return now >= instant
     }
+
+    fileprivate func remaining(until instant: any InstantProtocol) -> Swift.Duration where Duration == Swift.Duration {
+        guard let instant = instant as? Instant else { return .zero }
+        return max(.zero, now.duration(to: instant))
+    }
+
+    fileprivate func sleep(untilInstant instant: any InstantProtocol) async throws where Duration == Swift.Duration {
+        guard let instant = instant as? Instant else { return }
+        try await sleep(until: instant, tolerance: nil)
+    }
 }
 
 /// The first of a call's endings (its value or error, the timeout, the caller's cancellation),
-/// delivered once to the one waiter.
+/// delivered once to the one waiter, with the value the call kept should it end otherwise.
 private final class Race<T: Sendable>: Sendable {
-    enum Outcome: Sendable {
+    enum Ending: Sendable {
         case value(T)
         case failed(any Error)
         case timedOut
@@ -427,30 +600,183 @@ private final class Race<T: Sendable>: Sendable {
     }
 
     private struct State {
-        var outcome: Outcome?
-        var waiter: CheckedContinuation<Outcome, Never>?
+        var ending: Ending?
+        var kept: T?
+        var waiter: CheckedContinuation<(Ending, T?), Never>?
     }
 
     private let state = NIOLockedValueBox(State())
 
-    func finish(_ outcome: Outcome) {
-        let waiter: CheckedContinuation<Outcome, Never>? = state.withLockedValue { state in
-            guard state.outcome == nil else { return nil }
-            state.outcome = outcome
+    func keep(_ value: T) { state.withLockedValue { $0.kept = value } }
+
+    func finish(_ ending: Ending) {
+        let (waiter, kept): (CheckedContinuation<(Ending, T?), Never>?, T?) = state.withLockedValue { state in
+            guard state.ending == nil else { return (nil, nil) }
+            state.ending = ending
             defer { state.waiter = nil }
-            return state.waiter
+            return (state.waiter, state.kept)
         }
-        waiter?.resume(returning: outcome)
+        waiter?.resume(returning: (ending, kept))
     }
 
-    func outcome() async -> Outcome {
+    func outcome() async -> (Ending, T?) {
         await withCheckedContinuation { continuation in
-            let ready: Outcome? = state.withLockedValue { state in
-                if let outcome = state.outcome { return outcome }
+            let ready: (Ending, T?)? = state.withLockedValue { state in
+                if let ending = state.ending { return (ending, state.kept) }
                 state.waiter = continuation
                 return nil
             }
             if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}
+
+/// `PostgresClient.withConnection` for a body of a generic result (one place for the call).
+private struct Lease {
+    let client: PostgresClient
+
+    func run<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in try await body(connection) }
+    }
+}
+
+/// One call's hold on a connection, so that a call that ran out of time can close it.
+private final class Call: Sendable {
+    private struct State {
+        var connection: PostgresConnection?
+        var abandoned = false
+        var ended = false
+    }
+
+    private let state = NIOLockedValueBox(State())
+
+    /// The call got its connection; throws when the call was abandoned before.
+    func attach(_ connection: PostgresConnection) throws {
+        let abandoned = state.withLockedValue { state in
+            if !state.abandoned { state.connection = connection }
+            return state.abandoned
+        }
+        if abandoned { throw CancellationError() }
+    }
+
+    func detach() { state.withLockedValue { $0.connection = nil } }
+
+    /// Gives the call up and closes its connection; returns whether it was still running.
+    func abandon() -> Bool {
+        let (connection, running) = state.withLockedValue { state in
+            state.abandoned = true
+            defer { state.connection = nil }
+            return (state.connection, !state.ended)
+        }
+        // Closing fails the query that waits on it at once (PostgresNIO does not cancel a running
+        // query); the pool replaces the connection.
+        // At once, before the call's lease can hand the connection to another call.
+        if let connection { _ = connection.close() as EventLoopFuture<Void> }
+        return running
+    }
+
+    /// The call ended; returns whether it had been abandoned.
+    func end() -> Bool {
+        state.withLockedValue { state in
+            state.ended = true
+            return state.abandoned
+        }
+    }
+}
+
+extension PostgresCacheStorage {
+    /// The identifiers of a storage: its table, the table's indexes, the running total of its
+    /// rows' sizes and the function and triggers that keep it. PostgreSQL cuts identifiers at 63
+    /// bytes; a derived name that would not fit is the table's name cut short, an 8-digit hash of
+    /// the whole name and the suffix, so the names of one table never collide.
+    struct Names: Sendable {
+        /// Quoted.
+        let table: String
+        let lastUsedIndex: String
+        let expiresAtIndex: String
+        /// The table of one row holding the sum of `bytes`.
+        let total: String
+        /// The trigger function that keeps `total`.
+        let function: String
+
+        init(table name: String) {
+            table = PostgresCacheStorage.quoted(name)
+            lastUsedIndex = PostgresCacheStorage.quoted(Self.derived(name, "_last_used"))
+            expiresAtIndex = PostgresCacheStorage.quoted(Self.derived(name, "_expires_at"))
+            total = PostgresCacheStorage.quoted(Self.derived(name, "_total"))
+            function = PostgresCacheStorage.quoted(Self.derived(name, "_total_update"))
+        }
+
+        /// `name + suffix` when it fits in 63 bytes, else `name` cut short + `_` + 8 hex digits of
+        /// its SHA-256 + `suffix` (`name` is ASCII: checked by `init`).
+        static func derived(_ name: String, _ suffix: String) -> String {
+            guard name.utf8.count + suffix.utf8.count > 63 else { return name + suffix }
+            let digest = SHA256.hash(data: Data(name.utf8)).prefix(4).map { String(format: "%02x", $0) }.joined()
+            return String(name.prefix(63 - suffix.utf8.count - 9)) + "_" + digest + suffix
+        }
+
+        /// The table and its indexes (`CREATE … IF NOT EXISTS`).
+        var schema: [PostgresQuery] {
+            [
+                """
+                CREATE UNLOGGED TABLE IF NOT EXISTS \(unescaped: table) (
+                    key_hash bytea PRIMARY KEY,
+                    entry bytea NOT NULL,
+                    bytes integer NOT NULL,
+                    expires_at timestamptz NOT NULL,
+                    last_used timestamptz NOT NULL)
+                """,
+                "CREATE INDEX IF NOT EXISTS \(unescaped: lastUsedIndex) ON \(unescaped: table) (last_used)",
+                "CREATE INDEX IF NOT EXISTS \(unescaped: expiresAtIndex) ON \(unescaped: table) (expires_at)",
+                """
+                CREATE UNLOGGED TABLE IF NOT EXISTS \(unescaped: total) (
+                    one boolean PRIMARY KEY DEFAULT true CHECK (one), total bigint NOT NULL)
+                """,
+            ]
+        }
+
+        /// The running total: a function, four statement triggers (each statement adds what it
+        /// changed, from its transition tables: one update of the total per statement, not per
+        /// row) and the total counted once. Run when the triggers are missing.
+        var totalSchema: [PostgresQuery] {
+            let add = { (amount: String) in
+                "INSERT INTO \(total) AS t VALUES (true, \(amount)) ON CONFLICT (one) DO UPDATE SET total = t.total + EXCLUDED.total;"
+            }
+            let function: PostgresQuery = """
+                CREATE OR REPLACE FUNCTION \(unescaped: self.function)() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF TG_OP = 'INSERT' THEN
+                        \(unescaped: add("(SELECT coalesce(sum(bytes), 0) FROM new_rows)"))
+                    ELSIF TG_OP = 'UPDATE' THEN
+                        \(unescaped: add("(SELECT coalesce(sum(bytes), 0) FROM new_rows) - (SELECT coalesce(sum(bytes), 0) FROM old_rows)"))
+                    ELSIF TG_OP = 'DELETE' THEN
+                        \(unescaped: add("-(SELECT coalesce(sum(bytes), 0) FROM old_rows)"))
+                    ELSE
+                        DELETE FROM \(unescaped: total);
+                    END IF;
+                    RETURN NULL;
+                END $$
+                """
+            var statements = [function]
+            let triggers = [
+                ("insert", "INSERT", "REFERENCING NEW TABLE AS new_rows"),
+                ("update", "UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows"),
+                ("delete", "DELETE", "REFERENCING OLD TABLE AS old_rows"), ("truncate", "TRUNCATE", ""),
+            ]
+            for (name, event, transition) in triggers {
+                statements.append("DROP TRIGGER IF EXISTS conveyor_total_\(unescaped: name) ON \(unescaped: table)")
+                statements.append(
+                    """
+                    CREATE TRIGGER conveyor_total_\(unescaped: name) AFTER \(unescaped: event) ON \(unescaped: table)
+                    \(unescaped: transition) FOR EACH STATEMENT EXECUTE FUNCTION \(unescaped: self.function)()
+                    """)
+            }
+            statements.append(
+                """
+                INSERT INTO \(unescaped: total) SELECT true, coalesce(sum(bytes), 0) FROM \(unescaped: table)
+                ON CONFLICT (one) DO UPDATE SET total = EXCLUDED.total
+                """)
+            return statements
         }
     }
 }
