@@ -118,11 +118,15 @@ import ConveyorPostgres
 import Foundation
 
 // Type-checked and linked, not run: the rehearsal proves that the products resolve and build.
-let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
-let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!, transport: AsyncHTTPClientTransport(client: http))
-let storage: PostgresCacheStorage? = nil
-print(client.configuration.maxResponseSize ?? 0, storage == nil)
-try await http.shutdown()
+func serve() async throws {
+    let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
+    let transport = try AsyncHTTPClientTransport(client: http)
+    let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!, transport: transport)
+    let storage: PostgresCacheStorage? = nil
+    print(client.configuration.maxResponseSize ?? 0, storage == nil)
+    try await http.shutdown()
+}
+try await serve()
 EOF
 (cd "$server" && swift package resolve)
 resolved=$(cd "$server" && swift package show-dependencies --format json)
