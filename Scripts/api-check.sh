@@ -7,13 +7,51 @@
 #    API/baseline.txt and CHANGELOG.md in the same commit.
 # 2. Each product's public-symbol count is the one in API/public-symbols.txt (a ratchet: growth is
 #    always a decision, recorded in the commit that makes it).
+# 3. The same two for the server half (the Integrations package's six products), against the
+#    API recorded in API/server-baseline.txt: its digests in API/digests/<commit>/, compared by
+#    SwiftPM in the Integrations package (built in .build-server, as CI's Integrations step does).
 #
-#   bash Scripts/api-check.sh            check both
-#   bash Scripts/api-check.sh --update   write today's counts into API/public-symbols.txt
+#   bash Scripts/api-check.sh                  check all of it
+#   bash Scripts/api-check.sh --update         write today's counts into API/public-symbols.txt
+#   bash Scripts/api-check.sh --record-server  record the server half's API as HEAD has it: its
+#                                              digests and API/server-baseline.txt (a release of
+#                                              the server half that changes its API, reviewed)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 update=false
+record_server=false
 [ "${1:-}" = "--update" ] && update=true
+[ "${1:-}" = "--record-server" ] && record_server=true
+server_scratch="$PWD/.build-server"
+server_products=(ConveyorAsyncHTTPClient ConveyorLogging ConveyorMetrics ConveyorTracing ConveyorOpenAPI ConveyorPostgres)
+
+if $record_server; then
+    # The digests must describe a commit: Integrations/ as HEAD has it.
+    if [ -n "$(git status --porcelain -- Integrations/Package.swift Integrations/Sources)" ]; then
+        echo "api-check: commit Integrations/ first (the record names HEAD's commit)"; exit 1
+    fi
+    read -r server_version _ < <(grep -v '^#' API/server-baseline.txt)
+    commit=$(git rev-parse HEAD)
+    swift build --package-path Integrations --scratch-path "$server_scratch"
+    bin=$(swift build --package-path Integrations --scratch-path "$server_scratch" --show-bin-path)
+    triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
+    # What SwiftPM passes swift-api-digester for a package whose dependencies have C modules
+    # (SwiftNIO's): every C target's module map and include folder.
+    clang=()
+    while IFS= read -r map; do clang+=(-Xcc "-fmodule-map-file=$map"); done < <(
+        find "$bin" -maxdepth 2 -name module.modulemap
+        find "$server_scratch/checkouts" -path '*/Sources/*/include/module.modulemap')
+    while IFS= read -r dir; do clang+=(-Xcc "-I$dir"); done < <(find "$server_scratch/checkouts" -path '*/Sources/*/include' -type d)
+    mkdir -p "API/digests/$commit"
+    for module in "${server_products[@]}"; do
+        swift-api-digester -dump-sdk -module "$module" -I "$bin/Modules" -target "$triple" "${clang[@]}" \
+            -o "API/digests/$commit/$module.json"
+    done
+    { grep '^#' API/server-baseline.txt; echo "$server_version $commit"; } >API/server-baseline.txt.new
+    mv API/server-baseline.txt.new API/server-baseline.txt
+    echo "recorded the server half's API at $commit in API/digests/$commit/ and API/server-baseline.txt"
+    exit 0
+fi
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -26,13 +64,15 @@ declare -A modules_of=(
 )
 
 counts=$(bash Scripts/public-symbols.sh 2>"$log") || { cat "$log"; exit 1; }
+server_counts=$(bash Scripts/public-symbols.sh --server --scratch-path "$server_scratch" 2>"$log") || { cat "$log"; exit 1; }
 declare -A module_count=()
-while read -r module count; do module_count[$module]=$count; done <<<"$counts"
+while read -r module count; do module_count[$module]=$count; done <<<"$counts"$'\n'"$server_counts"
+for product in "${server_products[@]}"; do modules_of[$product]=$product; done
 
 failed=0
 lines=()
 printf '%-30s %8s %8s\n' product symbols recorded
-for product in "${products[@]}"; do
+for product in "${products[@]}" "${server_products[@]}"; do
     total=0
     for module in ${modules_of[$product]}; do total=$((total + ${module_count[$module]:?no count for $module})); done
     recorded=$(awk -v p="$product" '$1 == p { print $2 }' API/public-symbols.txt)
@@ -91,6 +131,23 @@ for product in "${products[@]}"; do
         fi
     done
 done
+
+# The server half, against its recorded API (API/server-baseline.txt). SwiftPM reads the digests
+# in API/digests/<commit>/ and builds nothing old: it cannot check out a package that lives in a
+# sub-folder, so every digest must be there (`--record-server` writes them).
+read -r server_version server_baseline < <(grep -v '^#' API/server-baseline.txt)
+for module in "${server_products[@]}"; do
+    [ -f "API/digests/$server_baseline/$module.json" ] ||
+        { echo "api-check: no recorded digest API/digests/$server_baseline/$module.json for the server half"; exit 1; }
+done
+echo "api-check: comparing the server half with its recorded API ($server_version, $server_baseline)"
+swift package --package-path Integrations --scratch-path "$server_scratch" diagnose-api-breaking-changes "$server_baseline" \
+    --products "${server_products[@]}" --baseline-dir "$PWD/API/digests" 2>&1 | grep -v -E 'CMakeLists.txt|unhandled; explicitly declare' >>"$log" || true
+for module in "${server_products[@]}"; do
+    grep -q "No breaking changes detected in $module\$" "$log" || grep -q "API breakage" "$log" ||
+        { echo "api-check: SwiftPM did not report on $module"; cat "$log"; exit 1; }
+done
+
 grep -v '^\[' "$log" || true
 if grep -q "API breakage" "$log" || ! grep -q "No breaking changes detected" "$log"; then
     echo "api-check: FAILED (a breaking change against $version: a major release updates API/baseline.txt and CHANGELOG.md)"

@@ -22,9 +22,14 @@
 # (e.g. a String-backed enum's `init(rawValue:)`); `--list` marks them `implicit`. A protocol
 # requirement and its default implementation in an extension are two declarations: both count.
 #
-# Usage: bash Scripts/public-symbols.sh [PACKAGE_DIR] [--list] [--kinds] [--scratch-path DIR]
-#                                       [--no-build]
+# Usage: bash Scripts/public-symbols.sh [PACKAGE_DIR] [--server] [--list] [--kinds]
+#                                       [--scratch-path DIR] [--no-build]
 #   PACKAGE_DIR     the package to measure (default: the repository this script is in)
+#   --server        measure the server half instead: the six modules of the Integrations package
+#                   (ConveyorAsyncHTTPClient, ConveyorLogging, ConveyorMetrics, ConveyorTracing,
+#                   ConveyorOpenAPI, ConveyorPostgres; PACKAGE_DIR defaults to Integrations/).
+#                   Their graphs come from `swift package dump-symbol-graph`, which knows the C
+#                   modules their dependencies (SwiftNIO, ...) import; the counting is the same
 #   --list          also print every counted symbol, one per line, tab-separated:
 #                   module, kind, path (an extension member of another module's type is
 #                   prefixed with that module: `Swift.String/queryParameterValues`), precise
@@ -36,6 +41,8 @@
 set -euo pipefail
 
 modules=(ConveyorPipeline ConveyorBehaviors Conveyor ConveyorTesting ConveyorTransportConformance)
+server_modules=(ConveyorAsyncHTTPClient ConveyorLogging ConveyorMetrics ConveyorTracing ConveyorOpenAPI ConveyorPostgres)
+server=0
 
 package=
 scratch=
@@ -45,6 +52,7 @@ build=1
 while [ $# -gt 0 ]; do
     case $1 in
         --list) list=1 ;;
+        --server) server=1 ;;
         --kinds) kinds=1 ;;
         --no-build) build=0 ;;
         --scratch-path) [ $# -ge 2 ] || { echo "public-symbols: --scratch-path needs a directory" >&2; exit 2; }
@@ -57,6 +65,10 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+if [ "$server" -eq 1 ]; then
+    modules=("${server_modules[@]}")
+    [ -n "$package" ] || package=$(dirname "$0")/../Integrations
+fi
 [ -n "$package" ] || package=$(dirname "$0")/..
 package=$(cd "$package" && pwd)
 [ -f "$package/Package.swift" ] || { echo "public-symbols: no Package.swift in $package" >&2; exit 2; }
@@ -79,32 +91,51 @@ extract=$(tool swift-symbolgraph-extract)
 work=$(mktemp -d "${TMPDIR:-/tmp}/public-symbols.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-if [ "$build" -eq 1 ]; then
-    # `swift build` honors only the last --target: build each module (the later ones are
-    # already up to date when the first one's dependencies cover them).
+if [ "$server" -eq 1 ]; then
+    # SwiftPM builds what is out of date and writes one graph per module of the package (and its
+    # Module@Other extension graphs), public symbols and up, extension blocks included.
+    printf 'public-symbols: swift package dump-symbol-graph (the server half)\n' >&2
+    if ! swift package "${scratch_args[@]}" dump-symbol-graph --minimum-access-level public \
+        --emit-extension-block-symbols >"$work/build.log" 2>&1; then
+        tail -n 40 "$work/build.log" >&2
+        echo "public-symbols: swift package dump-symbol-graph failed in $package" >&2
+        exit 1
+    fi
+    graphs_dir=$(sed -n 's/^Files written to //p' "$work/build.log" | tail -1)
+    [ -d "$graphs_dir" ] || { echo "public-symbols: no symbol graphs written in $package" >&2; exit 1; }
+    mkdir -p "$work/graphs"
     for module in "${modules[@]}"; do
-        printf 'public-symbols: swift build --target %s\n' "$module" >&2
-        if ! swift build "${scratch_args[@]}" --target "$module" >"$work/build.log" 2>&1; then
-            tail -n 40 "$work/build.log" >&2
-            echo "public-symbols: swift build --target $module failed in $package" >&2
-            exit 1
-        fi
+        cp "$graphs_dir/$module".symbols.json "$graphs_dir/$module"@*.symbols.json "$work/graphs/" 2>/dev/null ||
+            [ -f "$work/graphs/$module.symbols.json" ] || { echo "public-symbols: no symbol graph for $module" >&2; exit 1; }
+    done
+else
+    if [ "$build" -eq 1 ]; then
+        # `swift build` honors only the last --target: build each module (the later ones are
+        # already up to date when the first one's dependencies cover them).
+        for module in "${modules[@]}"; do
+            printf 'public-symbols: swift build --target %s\n' "$module" >&2
+            if ! swift build "${scratch_args[@]}" --target "$module" >"$work/build.log" 2>&1; then
+                tail -n 40 "$work/build.log" >&2
+                echo "public-symbols: swift build --target $module failed in $package" >&2
+                exit 1
+            fi
+        done
+    fi
+    bin=$(swift build "${scratch_args[@]}" --show-bin-path)
+    modules_dir=$bin/Modules
+    [ -d "$modules_dir" ] || modules_dir=$bin   # SwiftPM before 6.0 kept .swiftmodule files there
+    triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
+    sdk=()
+    if command -v xcrun >/dev/null 2>&1; then sdk=(-sdk "$(xcrun --show-sdk-path)"); fi
+
+    mkdir -p "$work/graphs"
+    for module in "${modules[@]}"; do
+        [ -f "$modules_dir/$module.swiftmodule" ] || [ -d "$modules_dir/$module.swiftmodule" ] ||
+            { echo "public-symbols: $module is not built in $modules_dir" >&2; exit 1; }
+        "$extract" -module-name "$module" -target "$triple" "${sdk[@]}" -I "$modules_dir" \
+            -output-dir "$work/graphs" -minimum-access-level public -emit-extension-block-symbols
     done
 fi
-bin=$(swift build "${scratch_args[@]}" --show-bin-path)
-modules_dir=$bin/Modules
-[ -d "$modules_dir" ] || modules_dir=$bin   # SwiftPM before 6.0 kept .swiftmodule files there
-triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
-sdk=()
-if command -v xcrun >/dev/null 2>&1; then sdk=(-sdk "$(xcrun --show-sdk-path)"); fi
-
-mkdir -p "$work/graphs"
-for module in "${modules[@]}"; do
-    [ -f "$modules_dir/$module.swiftmodule" ] || [ -d "$modules_dir/$module.swiftmodule" ] ||
-        { echo "public-symbols: $module is not built in $modules_dir" >&2; exit 1; }
-    "$extract" -module-name "$module" -target "$triple" "${sdk[@]}" -I "$modules_dir" \
-        -output-dir "$work/graphs" -minimum-access-level public -emit-extension-block-symbols
-done
 
 python3 - "$work/graphs" "$list" "$kinds" "${modules[@]}" <<'PYTHON'
 import glob
