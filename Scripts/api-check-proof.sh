@@ -2,8 +2,11 @@
 # Proves that the API guard (Scripts/api-check.sh) catches a changed signature that keeps the
 # public-symbol count, in the modules `import Conveyor` re-exports: on a copy of HEAD it renames
 # an argument label of `CacheBehavior.init` (ConveyorBehaviors) and changes the type of
-# `SensitiveHeaders.names` (ConveyorPipeline), then expects api-check to fail naming both.
-# Run by CI after api-check itself. Exits 1 when the guard misses either.
+# `SensitiveHeaders.names` (ConveyorPipeline), and in the server half renames the `table:` label
+# of `PostgresCacheStorage.init` and changes the type of `SwiftLogSink.includesLine`, then expects
+# api-check to fail naming all four. Run by CI after api-check itself (the server half builds in
+# the repository's .build-server, where CI's Integrations step built it). Exits 1 when the guard
+# misses any.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/conveyor-api-proof-XXXXXX)
@@ -25,16 +28,27 @@ edit Sources/Behaviors/Cache/CacheBehavior.swift \
 edit Sources/Pipeline/SensitiveHeaders.swift \
     '    public var names: [String] { Self.builtIn + added }' \
     '    public var names: Set<String> { Set(Self.builtIn + added) }'
-git -c user.name=proof -c user.email=proof@localhost commit -qam "two breaking changes that keep the symbol count"
+edit Integrations/Sources/ConveyorPostgres/PostgresCacheStorage.swift \
+    '        client: PostgresClient, table: String = "conveyor_http_cache", maxBytes: Int = 256 * 1024 * 1024,' \
+    '        client: PostgresClient, tableName table: String = "conveyor_http_cache", maxBytes: Int = 256 * 1024 * 1024,'
+edit Integrations/Sources/ConveyorLogging/SwiftLogSink.swift \
+    '    public let includesLine: Bool' \
+    '    public let includesLine: Bool?'
+edit Integrations/Sources/ConveyorLogging/SwiftLogSink.swift \
+    '        if includesLine { all["conveyor.line"] = .string(entry.message) }' \
+    '        if includesLine == true { all["conveyor.line"] = .string(entry.message) }'
+git -c user.name=proof -c user.email=proof@localhost commit -qam "four breaking changes that keep the symbol count"
 status=0
-bash Scripts/api-check.sh >"$work/check.log" 2>&1 || status=$?
+CONVEYOR_SERVER_SCRATCH="$repo/.build-server" bash Scripts/api-check.sh >"$work/check.log" 2>&1 || status=$?
 grep -E "API breakage|api-check:" "$work/check.log" || true
 if [ "$status" -eq 0 ]; then
-    echo "api-check-proof: FAILED: api-check passed two breaking changes"
+    echo "api-check-proof: FAILED: api-check passed four breaking changes"
     exit 1
 fi
 missed=0
 grep -q "API breakage: .*CacheBehavior\.init" "$work/check.log" || { echo "api-check-proof: the renamed label of CacheBehavior.init was not reported"; missed=1; }
 grep -q "API breakage: .*SensitiveHeaders\.names" "$work/check.log" || { echo "api-check-proof: the changed type of SensitiveHeaders.names was not reported"; missed=1; }
-[ "$missed" -eq 0 ] || exit 1
-echo "api-check-proof: the guard caught both (CacheBehavior.init's label, SensitiveHeaders.names's type)"
+grep -q "API breakage: .*PostgresCacheStorage\.init" "$work/check.log" || { echo "api-check-proof: the renamed label of PostgresCacheStorage.init was not reported"; missed=1; }
+grep -q "API breakage: .*SwiftLogSink\.includesLine" "$work/check.log" || { echo "api-check-proof: the changed type of SwiftLogSink.includesLine was not reported"; missed=1; }
+[ "$missed" -eq 0 ] || { cat "$work/check.log"; exit 1; }
+echo "api-check-proof: the guard caught all four (CacheBehavior.init's label, SensitiveHeaders.names's type; PostgresCacheStorage.init's label, SwiftLogSink.includesLine's type)"
