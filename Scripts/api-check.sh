@@ -38,11 +38,7 @@ if $record_server; then
     triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
     # What SwiftPM passes swift-api-digester for a package whose dependencies have C modules
     # (SwiftNIO's): every C target's module map and include folder.
-    clang=()
-    while IFS= read -r map; do clang+=(-Xcc "-fmodule-map-file=$map"); done < <(
-        find "$bin" -maxdepth 2 -name module.modulemap
-        find "$server_scratch/checkouts" -path '*/Sources/*/include/module.modulemap')
-    while IFS= read -r dir; do clang+=(-Xcc "-I$dir"); done < <(find "$server_scratch/checkouts" -path '*/Sources/*/include' -type d)
+    mapfile -t clang < <(bash Scripts/c-module-flags.sh "$bin" "$server_scratch/checkouts")
     mkdir -p "API/digests/$commit"
     for module in "${server_products[@]}"; do
         swift-api-digester -dump-sdk -module "$module" -I "$bin/Modules" -target "$triple" "${clang[@]}" \

@@ -28,8 +28,8 @@
 #   --server        measure the server half instead: the six modules of the Integrations package
 #                   (ConveyorAsyncHTTPClient, ConveyorLogging, ConveyorMetrics, ConveyorTracing,
 #                   ConveyorOpenAPI, ConveyorPostgres; PACKAGE_DIR defaults to Integrations/).
-#                   Their graphs come from `swift package dump-symbol-graph`, which knows the C
-#                   modules their dependencies (SwiftNIO, ...) import; the counting is the same
+#                   Extracted with the module maps of the C modules their dependencies
+#                   (SwiftNIO, ...) import; the counting is the same
 #   --list          also print every counted symbol, one per line, tab-separated:
 #                   module, kind, path (an extension member of another module's type is
 #                   prefixed with that module: `Swift.String/queryParameterValues`), precise
@@ -43,6 +43,7 @@ set -euo pipefail
 modules=(ConveyorPipeline ConveyorBehaviors Conveyor ConveyorTesting ConveyorTransportConformance)
 server_modules=(ConveyorAsyncHTTPClient ConveyorLogging ConveyorMetrics ConveyorTracing ConveyorOpenAPI ConveyorPostgres)
 server=0
+script_dir=$(cd "$(dirname "$0")" && pwd)
 
 package=
 scratch=
@@ -92,21 +93,28 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/public-symbols.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 if [ "$server" -eq 1 ]; then
-    # SwiftPM builds what is out of date and writes one graph per module of the package (and its
-    # Module@Other extension graphs), public symbols and up, extension blocks included.
-    printf 'public-symbols: swift package dump-symbol-graph (the server half)\n' >&2
-    if ! swift package "${scratch_args[@]}" dump-symbol-graph --minimum-access-level public \
-        --emit-extension-block-symbols >"$work/build.log" 2>&1; then
-        tail -n 40 "$work/build.log" >&2
-        echo "public-symbols: swift package dump-symbol-graph failed in $package" >&2
-        exit 1
+    # Only the six modules are built (not the package's executables and tests), then extracted
+    # like the core's, with what SwiftPM passes for dependencies that have C modules (SwiftNIO's):
+    # every C target's module map and include folder.
+    if [ "$build" -eq 1 ]; then
+        for module in "${modules[@]}"; do
+            printf 'public-symbols: swift build --target %s\n' "$module" >&2
+            if ! swift build "${scratch_args[@]}" --target "$module" >"$work/build.log" 2>&1; then
+                tail -n 40 "$work/build.log" >&2
+                echo "public-symbols: swift build --target $module failed in $package" >&2
+                exit 1
+            fi
+        done
     fi
-    graphs_dir=$(sed -n 's/^Files written to //p' "$work/build.log" | tail -1)
-    [ -d "$graphs_dir" ] || { echo "public-symbols: no symbol graphs written in $package" >&2; exit 1; }
+    bin=$(swift build "${scratch_args[@]}" --show-bin-path)
+    checkouts=$(dirname "$(dirname "$bin")")/checkouts
+    [ -d "$checkouts" ] || checkouts=$(dirname "$bin")/checkouts
+    mapfile -t clang < <(bash "$script_dir/c-module-flags.sh" "$bin" "$checkouts")
+    triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
     mkdir -p "$work/graphs"
     for module in "${modules[@]}"; do
-        cp "$graphs_dir/$module".symbols.json "$graphs_dir/$module"@*.symbols.json "$work/graphs/" 2>/dev/null ||
-            [ -f "$work/graphs/$module.symbols.json" ] || { echo "public-symbols: no symbol graph for $module" >&2; exit 1; }
+        "$extract" -module-name "$module" -target "$triple" -I "$bin/Modules" "${clang[@]}" \
+            -output-dir "$work/graphs" -minimum-access-level public -emit-extension-block-symbols
     done
 else
     if [ "$build" -eq 1 ]; then
