@@ -113,45 +113,48 @@ swift package diagnose-api-breaking-changes "$baseline" --products "${products[@
 # compared here with the module public-symbols.sh just built, as SwiftPM does for the others.
 modules_dir="$(swift build --show-bin-path)/Modules"
 triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
+# compare MODULE DIGEST WHAT [swift-api-digester flags...]: today's module (built in the Modules
+# folder the flags name), dumped as the recorded one was; then both without the declarations the
+# digester marks `isInternal` (`package` ones: Stability.md promises nothing about them, and a
+# changed `package` protocol was reported as a break), compared. Each break becomes a line of $log.
+compare() {
+    local module=$1 digest=$2 what=$3
+    shift 3
+    [ -f "$digest" ] || { echo "api-check: no recorded digest $digest for $module ($what)"; exit 1; }
+    swift-api-digester -dump-sdk -module "$module" -target "$triple" "$@" -o "$work/$module.now.json" \
+        >"$work/dump.log" 2>&1 || { cat "$work/dump.log"; echo "api-check: swift-api-digester could not dump $module"; exit 1; }
+    python3 Scripts/api-public-only.py "$digest" "$work/$module.then.json"
+    python3 Scripts/api-public-only.py "$work/$module.now.json" "$work/$module.now-public.json"
+    local report
+    report=$(swift-api-digester -diagnose-sdk -input-paths "$work/$module.then.json" \
+        -input-paths "$work/$module.now-public.json" 2>&1) ||
+        { echo "$report"; echo "api-check: swift-api-digester failed on $module"; exit 1; }
+    # The report is a list of section titles (`/* Removed Decls */`); every other line is a break.
+    local breaks
+    breaks=$(grep -v -E '^\s*$|^/\*.*\*/$' <<<"$report" || true)
+    if [ -n "$breaks" ]; then
+        while IFS= read -r line; do echo "💔 API breakage: $line" >>"$log"; done <<<"$breaks"
+    else
+        echo "No breaking changes detected in $module ($what)" >>"$log"
+    fi
+}
 for product in "${products[@]}"; do
     for module in ${modules_of[$product]}; do
         [ "$module" != "$product" ] || continue
-        digest="API/digests/$baseline/$module.json"
-        [ -f "$digest" ] || { echo "api-check: no release digest $digest for $module (re-exported by $product)"; exit 1; }
-        # Today's module, dumped as the release's was; then both without the declarations the
-        # digester marks `isInternal` (`package` ones: Stability.md promises nothing about them,
-        # and a changed `package` protocol was reported as a break), compared.
-        swift-api-digester -dump-sdk -module "$module" -I "$modules_dir" -target "$triple" -o "$work/$module.now.json" \
-            >"$work/dump.log" 2>&1 || { cat "$work/dump.log"; echo "api-check: swift-api-digester could not dump $module"; exit 1; }
-        python3 Scripts/api-public-only.py "$digest" "$work/$module.then.json"
-        python3 Scripts/api-public-only.py "$work/$module.now.json" "$work/$module.now-public.json"
-        report=$(swift-api-digester -diagnose-sdk -input-paths "$work/$module.then.json" \
-            -input-paths "$work/$module.now-public.json" 2>&1) ||
-            { echo "$report"; echo "api-check: swift-api-digester failed on $module"; exit 1; }
-        # The report is a list of section titles (`/* Removed Decls */`); every other line is a break.
-        breaks=$(grep -v -E '^\s*$|^/\*.*\*/$' <<<"$report" || true)
-        if [ -n "$breaks" ]; then
-            while IFS= read -r line; do echo "💔 API breakage: $line" >>"$log"; done <<<"$breaks"
-        else
-            echo "No breaking changes detected in $module (re-exported by $product)" >>"$log"
-        fi
+        compare "$module" "API/digests/$baseline/$module.json" "re-exported by $product" -I "$modules_dir"
     done
 done
 
-# The server half, against its recorded API (API/server-baseline.txt). SwiftPM reads the digests
-# in API/digests/<commit>/ and builds nothing old: it cannot check out a package that lives in a
-# sub-folder, so every digest must be there (`--record-server` writes them).
+# The server half, against its recorded API (API/server-baseline.txt), the same way: SwiftPM's
+# command cannot check out a package that lives in a sub-folder, and it builds every target of
+# the package (its executables too) where only the six modules matter. public-symbols.sh --server
+# has just built them in $server_scratch.
 read -r server_version server_baseline < <(grep -v '^#' API/server-baseline.txt)
-for module in "${server_products[@]}"; do
-    [ -f "API/digests/$server_baseline/$module.json" ] ||
-        { echo "api-check: no recorded digest API/digests/$server_baseline/$module.json for the server half"; exit 1; }
-done
 echo "api-check: comparing the server half with its recorded API ($server_version, $server_baseline)"
-swift package --package-path Integrations --scratch-path "$server_scratch" diagnose-api-breaking-changes "$server_baseline" \
-    --products "${server_products[@]}" --baseline-dir "$PWD/API/digests" 2>&1 | grep -v -E 'CMakeLists.txt|unhandled; explicitly declare' >>"$log" || true
+server_bin=$(swift build --package-path Integrations --scratch-path "$server_scratch" --show-bin-path)
+mapfile -t server_flags < <(bash Scripts/c-module-flags.sh "$server_bin" "$server_scratch/checkouts")
 for module in "${server_products[@]}"; do
-    grep -q "No breaking changes detected in $module\$" "$log" || grep -q "API breakage" "$log" ||
-        { echo "api-check: SwiftPM did not report on $module"; cat "$log"; exit 1; }
+    compare "$module" "API/digests/$server_baseline/$module.json" "the server half" -I "$server_bin/Modules" "${server_flags[@]}"
 done
 
 grep -v '^\[' "$log" || true
