@@ -159,7 +159,7 @@ done
 
 grep -v '^\[' "$log" || true
 if grep -q "API breakage" "$log" || ! grep -q "No breaking changes detected" "$log"; then
-    echo "api-check: FAILED (a breaking change against $version: a major release updates API/baseline.txt and CHANGELOG.md)"
+    echo "api-check: FAILED (a breaking change against $version, or against the server half's recorded $server_version: a major release updates API/baseline.txt and CHANGELOG.md; before its first release, the server half re-records with --record-server)"
     exit 1
 fi
 if [ "$failed" -ne 0 ]; then
