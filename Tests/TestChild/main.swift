@@ -53,7 +53,7 @@ func baseURL(_ text: String?) -> URL {
 
 func usage() -> Never {
     FileHandle.standardError.write(
-        Data("usage: test-child log-preview | limit URL PATH BYTES|default | sequential URL COUNT | download URL BYTES FILE | slow-reader URL BYTES | trickle URL CHAIN\n".utf8))
+        Data("usage: test-child log-preview | har-record BYTES recorded|plain | limit URL PATH BYTES|default | sequential URL COUNT | download URL BYTES FILE | slow-reader URL BYTES | trickle URL CHAIN\n".utf8))
     exit(64)
 }
 
@@ -62,6 +62,8 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 do {
     switch arguments.first {
     case "log-preview": try await logPreview()
+    case "har-record" where arguments.count == 3:
+        try await harRecord(bytes: Int(arguments[1]) ?? 0, recorded: arguments[2] == "recorded")
     case "limit" where arguments.count == 4: await limit(baseURL(arguments[1]), path: arguments[2], bytes: arguments[3])
     case "sequential" where arguments.count == 3: try await sequential(baseURL(arguments[1]), count: Int(arguments[2]) ?? 1000)
     case "download" where arguments.count == 4:
@@ -97,6 +99,24 @@ func logPreview() async throws {
     let line = sink.entries.last?.message ?? ""
     result("masked", line.contains(#""token":"***""#))
     result("leaked", line.contains("tok-3f9a"))
+}
+
+/// A response of `bytes` (text, in memory before the peak is reset) through a HAR recorder with a
+/// 1 MiB body limit, or through the same transport unrecorded: the parent compares the two growths.
+func harRecord(bytes: Int, recorded: Bool) async throws {
+    let mock = MockTransport()
+    mock.enqueue(
+        .response(status: 200, headers: ["Content-Type": "text/plain"], body: Data(repeating: UInt8(ascii: "a"), count: bytes)))
+    let recorder = HARRecorder(maxBodySize: 1 << 20)
+    let transport: any HTTPTransport = recorded ? HARRecordingTransport(wrapping: mock, recorder: recorder) : mock
+    let client = NetworkClient(
+        baseURL: URL(string: "https://api.example")!, transport: transport, configuration: .init(maxResponseSize: bytes + 1))
+    let request = Request<Data>(path: "/big", headers: ["Authorization": "Bearer tok-7c2e-SECRET"])
+    let data = try await measured { try await client.send(request) }
+    result("received", data.count)
+    let archive = try recorder.data()
+    result("archive", archive.count)
+    result("leaked", archive.range(of: Data("tok-7c2e".utf8)) != nil)
 }
 
 /// A request for a body larger than the limit (`default`: the configuration's default).
