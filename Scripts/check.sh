@@ -25,12 +25,13 @@ swift test 2>&1 | tee "$check_log"
 if grep -E "^$PWD/(Sources|Tests)/[^:]+:[0-9]+:[0-9]+: (warning|error):" "$check_log"; then
     echo "check.sh: the package's own code has warnings"; exit 1
 fi
-if touches '^(Sources/|Integrations/|Package.swift)'; then swift test --package-path Integrations; fi
+# The Integrations package builds in .build-server, as in .ci/run (api-check reads it there too).
+if touches '^(Sources/|Integrations/|Package.swift)'; then swift test --package-path Integrations --scratch-path "$PWD/.build-server"; fi
 for example in Examples/*/; do
     name=$(basename "$example")
     if touches "^Examples/$name/"; then swift test --package-path "Examples/$name"; fi
 done
-if touches '^(Sources/|API/|Package.swift)'; then bash Scripts/api-check.sh; fi
+if touches '^(Sources/|Integrations/Sources/|Integrations/Package.swift|API/|Package.swift)'; then bash Scripts/api-check.sh; fi
 if touches '^(FuzzTesting/|Tests/FuzzChecks/)'; then bash FuzzTesting/run.sh 10; fi
 if touches '^(Benchmarks/|Sources/Pipeline/|Sources/Client/)'; then bash Benchmarks/budget.sh; fi
 echo "check.sh: the steps for this change passed (run bash .ci/run before you stop)"
