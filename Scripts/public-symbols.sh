@@ -92,58 +92,40 @@ extract=$(tool swift-symbolgraph-extract)
 work=$(mktemp -d "${TMPDIR:-/tmp}/public-symbols.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-if [ "$server" -eq 1 ]; then
-    # Only the six modules are built (not the package's executables and tests), then extracted
-    # like the core's, with what SwiftPM passes for dependencies that have C modules (SwiftNIO's):
-    # every C target's module map and include folder.
-    if [ "$build" -eq 1 ]; then
-        for module in "${modules[@]}"; do
-            printf 'public-symbols: swift build --target %s\n' "$module" >&2
-            if ! swift build "${scratch_args[@]}" --target "$module" >"$work/build.log" 2>&1; then
-                tail -n 40 "$work/build.log" >&2
-                echo "public-symbols: swift build --target $module failed in $package" >&2
-                exit 1
-            fi
-        done
-    fi
-    bin=$(swift build "${scratch_args[@]}" --show-bin-path)
-    checkouts=$(dirname "$(dirname "$bin")")/checkouts
-    [ -d "$checkouts" ] || checkouts=$(dirname "$bin")/checkouts
-    mapfile -t clang < <(bash "$script_dir/c-module-flags.sh" "$bin" "$checkouts")
-    triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
-    mkdir -p "$work/graphs"
+if [ "$build" -eq 1 ]; then
+    # `swift build` honors only the last --target: build each module (the later ones are
+    # already up to date when the first one's dependencies cover them). Only the modules: for the
+    # server half, not the package's executables and tests.
     for module in "${modules[@]}"; do
-        "$extract" -module-name "$module" -target "$triple" -I "$bin/Modules" "${clang[@]}" \
-            -output-dir "$work/graphs" -minimum-access-level public -emit-extension-block-symbols
-    done
-else
-    if [ "$build" -eq 1 ]; then
-        # `swift build` honors only the last --target: build each module (the later ones are
-        # already up to date when the first one's dependencies cover them).
-        for module in "${modules[@]}"; do
-            printf 'public-symbols: swift build --target %s\n' "$module" >&2
-            if ! swift build "${scratch_args[@]}" --target "$module" >"$work/build.log" 2>&1; then
-                tail -n 40 "$work/build.log" >&2
-                echo "public-symbols: swift build --target $module failed in $package" >&2
-                exit 1
-            fi
-        done
-    fi
-    bin=$(swift build "${scratch_args[@]}" --show-bin-path)
-    modules_dir=$bin/Modules
-    [ -d "$modules_dir" ] || modules_dir=$bin   # SwiftPM before 6.0 kept .swiftmodule files there
-    triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
-    sdk=()
-    if command -v xcrun >/dev/null 2>&1; then sdk=(-sdk "$(xcrun --show-sdk-path)"); fi
-
-    mkdir -p "$work/graphs"
-    for module in "${modules[@]}"; do
-        [ -f "$modules_dir/$module.swiftmodule" ] || [ -d "$modules_dir/$module.swiftmodule" ] ||
-            { echo "public-symbols: $module is not built in $modules_dir" >&2; exit 1; }
-        "$extract" -module-name "$module" -target "$triple" "${sdk[@]}" -I "$modules_dir" \
-            -output-dir "$work/graphs" -minimum-access-level public -emit-extension-block-symbols
+        printf 'public-symbols: swift build --target %s\n' "$module" >&2
+        if ! swift build "${scratch_args[@]}" --target "$module" >"$work/build.log" 2>&1; then
+            tail -n 40 "$work/build.log" >&2
+            echo "public-symbols: swift build --target $module failed in $package" >&2
+            exit 1
+        fi
     done
 fi
+bin=$(swift build "${scratch_args[@]}" --show-bin-path)
+modules_dir=$bin/Modules
+[ -d "$modules_dir" ] || modules_dir=$bin   # SwiftPM before 6.0 kept .swiftmodule files there
+triple=$(swift -print-target-info | python3 -c 'import json, sys; print(json.load(sys.stdin)["target"]["triple"])')
+flags=()
+if command -v xcrun >/dev/null 2>&1; then flags=(-sdk "$(xcrun --show-sdk-path)"); fi
+if [ "$server" -eq 1 ]; then
+    # What SwiftPM passes for dependencies that have C modules (SwiftNIO's): every C target's
+    # module map and include folder.
+    checkouts=$(dirname "$(dirname "$bin")")/checkouts
+    [ -d "$checkouts" ] || checkouts=$(dirname "$bin")/checkouts
+    mapfile -t -O "${#flags[@]}" flags < <(bash "$script_dir/c-module-flags.sh" "$bin" "$checkouts")
+fi
+
+mkdir -p "$work/graphs"
+for module in "${modules[@]}"; do
+    [ -f "$modules_dir/$module.swiftmodule" ] || [ -d "$modules_dir/$module.swiftmodule" ] ||
+        { echo "public-symbols: $module is not built in $modules_dir" >&2; exit 1; }
+    "$extract" -module-name "$module" -target "$triple" "${flags[@]}" -I "$modules_dir" \
+        -output-dir "$work/graphs" -minimum-access-level public -emit-extension-block-symbols
+done
 
 python3 - "$work/graphs" "$list" "$kinds" "${modules[@]}" <<'PYTHON'
 import glob
