@@ -10,6 +10,11 @@
 #    with ConveyorAsyncHTTPClient and ConveyorPostgres; it builds.
 #
 #   bash Scripts/release-rehearsal.sh [VERSION]    (the next minor of API/baseline.txt's by default)
+#
+# CONVEYOR_REHEARSAL_SCRATCH=DIR builds the server in DIR (SwiftPM's --scratch-path): .ci/run
+# passes the .build-server its Integrations step built, so SwiftNIO, BoringSSL and the rest are
+# compiled once per run, not twice (the server's own build took 578 s alone). The folder is
+# left holding the server's packages; the Integrations package re-resolves on its next build.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 read -r baseline_version _ < <(grep -v '^#' "$repo/API/baseline.txt")
@@ -128,8 +133,10 @@ func serve() async throws {
 }
 try await serve()
 EOF
-(cd "$server" && swift package resolve)
-resolved=$(cd "$server" && swift package show-dependencies --format json)
+scratch=()
+[ -z "${CONVEYOR_REHEARSAL_SCRATCH:-}" ] || scratch=(--scratch-path "$CONVEYOR_REHEARSAL_SCRATCH")
+(cd "$server" && swift package "${scratch[@]}" resolve)
+resolved=$(cd "$server" && swift package "${scratch[@]}" show-dependencies --format json)
 python3 - "$version" <<EOF
 import json, sys
 deps = {d["identity"]: d for d in json.loads('''$resolved''')["dependencies"]}
@@ -138,5 +145,5 @@ core = [d for d in deps["conveyorintegrations"]["dependencies"] if d["identity"]
 assert core and core[0]["version"] == sys.argv[1], f"the integrations' Conveyor is {core}"
 print(f"the server resolved ConveyorIntegrations {sys.argv[1]} and, through it, Conveyor {core[0]['version']}")
 EOF
-(cd "$server" && swift build)
+(cd "$server" && swift build "${scratch[@]}")
 echo "release $version rehearsed: both halves resolved by version and built"
