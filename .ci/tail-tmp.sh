@@ -68,10 +68,6 @@ echo "running in $postgres_dir"
 # One debug build serves both checks: `swift build -Xswiftc -warnings-as-errors` before
 # `swift test` built everything twice (SwiftPM rebuilds when the flags change: 58 s here). On a
 # fresh clone every file is compiled by `swift test`, so every warning is in its output, and a
-server_scratch=(--scratch-path "$PWD/.build-server")
-step "a release rehearsed (Scripts/release-rehearsal.sh): both halves published into temporary repositories, then resolved by version from README's and Integrations.md's Install blocks, built, the app's test run"
-bash Scripts/release-rehearsal.sh
-
 step "documentation (Scripts/docs.sh: every public type curated, no docc warning; Stability.md's list of the lines only an Apple build compiles)"
 bash Scripts/docs.sh
 python3 Scripts/apple-only-lines.py --check
