@@ -79,7 +79,9 @@ func authServer(valid: @escaping @Sendable () -> String, tally: Tally? = nil) ->
         let tokens = FakeTokens("stale", gate: gate)  // the refresh waits until all 100 got their 401
         let mock = MockTransport()
         mock.stub(nil, "/v1/me", reply: authServer(valid: { "fresh-1" }, tally: tally))
-        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens)
+        // The gated refresh lasts as long as the burst takes to arrive: on a clock that is never
+        // advanced, its 30 s timeout cannot fire however busy the machine is (it did, once in 20 runs).
+        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens, clock: ManualClock())
         let client = makeClient(mock) { auth }
         let results = await withTaskGroup(of: String.self) { group in
             for _ in 0..<100 { group.addTask { await outcome { try await client.send(Request<Void>(path: "/me")) } } }
@@ -146,7 +148,9 @@ func authServer(valid: @escaping @Sendable () -> String, tally: Tally? = nil) ->
         let tokens = FakeTokens("stale", gate: gate, fails: true)
         let mock = MockTransport()
         mock.stub(nil, "/v1/me", reply: authServer(valid: { "never" }, tally: tally))
-        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens)
+        // The gated refresh lasts as long as the burst takes to arrive: on a clock that is never
+        // advanced, its 30 s timeout cannot fire however busy the machine is (it did, once in 20 runs).
+        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens, clock: ManualClock())
         let client = makeClient(mock) { auth }
         let errors = await withTaskGroup(of: NetworkError?.self) { group in
             for _ in 0..<20 {

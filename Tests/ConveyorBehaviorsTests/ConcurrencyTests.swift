@@ -31,7 +31,9 @@ import Testing
             return index % 5 == 0 && seen == 1 ? .status(503) : .json(["n": index])
         })
 
-        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens)
+        // The gated refresh lasts as long as the burst takes to arrive: on a clock that is never
+        // advanced, its 30 s timeout cannot fire however busy the machine is (it did, once in 20 runs).
+        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens, clock: ManualClock())
         let client = makeClient(mock) {
             auth
             ActivityCounterBehavior(counter: counter)

@@ -134,7 +134,9 @@ final class HangingRefresher: TokenRefresher {
     @Test func aWaiterLeavesAndTheRefreshGoesOnForTheOthers() async throws {
         let gate = Gate()
         let tokens = FakeTokens("stale", gate: gate)
-        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens)
+        // The gated refresh lasts as long as the test holds it: on a clock that is never advanced,
+        // its 30 s timeout cannot fire however busy the machine is.
+        let auth = AuthTokenBehavior(tokens: tokens, refresher: tokens, clock: ManualClock())
         let mock = MockTransport()
         mock.stub(nil, "/v1/me", reply: authServer(valid: { "fresh-1" }))
         let counter = NetworkActivityCounter()
