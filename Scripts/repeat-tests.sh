@@ -26,7 +26,7 @@ for run in $(seq 1 "$runs"); do
     skip=()
     [ "$run" -gt 1 ] && skip=(--skip-build)
     start=$(date +%s)
-    timeout 1800 swift test "${skip[@]}" "$@" >"$log" 2>&1
+    timeout 900 swift test "${skip[@]}" "$@" >"$log" 2>&1
     status=$?
     seconds=$(( $(date +%s) - start ))
     summary=$(grep -a -E '^.? ?Test run with [0-9]+ tests?' "$log" | tail -1)
@@ -37,6 +37,12 @@ for run in $(seq 1 "$runs"); do
         bad_runs=$((bad_runs + 1))
         echo "run $run: FAILED (exit $status, ${seconds} s) ${summary}"
         grep -a -E 'Fatal error|signal [0-9]+|error: Exited with' "$log" | head -3 | sed 's/^/    /'
+        # A run that ended without a summary (a hang killed by `timeout`): the suites still running.
+        if [ -z "$summary" ]; then
+            stuck=$(comm -23 <(grep -a -E '^. Suite \S+ started' "$log" | awk '{print $3}' | sort -u) \
+                <(grep -a -E '^. Suite \S+ (passed|failed)' "$log" | awk '{print $3}' | sort -u) | tr '\n' ' ')
+            echo "    no summary (exit $status): suites still running: ${stuck:-none}"
+        fi
     else
         echo "run $run: passed (${seconds} s) ${summary}"
     fi
