@@ -78,6 +78,26 @@ final class GatedEventTransport: StreamingHTTPTransport, Sendable {
     /// The same over `URLSessionTransport` and the local server, the idle clock injected: a
     /// reader that holds the first event 5 s (on the timeout clock) past a 3 s idle timeout gets
     /// the second from the same connection.
+    /// Whether `clock` has `count` sleepers within 60 s of real time: `false` instead of waiting
+    /// forever (`waitForSleepers` has no bound of its own).
+    static func sleepers(on clock: ManualClock, reach count: Int) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let resumed = Locked(false)
+            let finish: @Sendable (Bool) -> Void = { reached in
+                let first = resumed.withLock { done in
+                    defer { done = true }
+                    return !done
+                }
+                if first { continuation.resume(returning: reached) }
+            }
+            Task {
+                await clock.waitForSleepers(count)
+                finish(true)
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 60) { finish(false) }
+        }
+    }
+
     @Test func aReaderThatHoldsAnEventKeepsItsConnectionOverURLSession() async throws {
         try await LocalServer.withServer { server in
             let timeouts = ManualClock()
@@ -90,13 +110,16 @@ final class GatedEventTransport: StreamingHTTPTransport, Sendable {
             options.idleTimeout = .seconds(3)
             options.endMarker = "[DONE]"
             var iterator = client.events(
-                Request<Data>(path: "/events", query: ["count": 2, "interval": "0.2", "done": 1]), options: options
+                Request<Data>(path: "/events", query: ["count": 2, "interval": "2", "done": 1]), options: options
             ).makeAsyncIterator()
             let first = try await iterator.next()
             #expect(first?.data == "1")
-            await timeouts.waitForSleepers(1)
+            // Event 2 comes 2 s (real time) after event 1: until then the idle timer sleeps on
+            // `timeouts`. Bounded waits: with event 2 sent 0.2 s later, a busy machine received
+            // the whole stream first, no timer was left to wait for, and the whole run hung.
+            try #require(await Self.sleepers(on: timeouts, reach: 1), "the idle timer never slept")
             timeouts.advance(by: .seconds(5))
-            await timeouts.waitForSleepers(1)
+            try #require(await Self.sleepers(on: timeouts, reach: 1), "the idle timer never slept again")
             let second = try await iterator.next()
             #expect(second?.data == "2")
             let end = try await iterator.next()
