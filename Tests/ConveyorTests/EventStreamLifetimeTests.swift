@@ -78,26 +78,6 @@ final class GatedEventTransport: StreamingHTTPTransport, Sendable {
     /// The same over `URLSessionTransport` and the local server, the idle clock injected: a
     /// reader that holds the first event 5 s (on the timeout clock) past a 3 s idle timeout gets
     /// the second from the same connection.
-    /// Whether `clock` has `count` sleepers within 60 s of real time: `false` instead of waiting
-    /// forever (`waitForSleepers` has no bound of its own).
-    static func sleepers(on clock: ManualClock, reach count: Int) async -> Bool {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let resumed = Locked(false)
-            let finish: @Sendable (Bool) -> Void = { reached in
-                let first = resumed.withLock { done in
-                    defer { done = true }
-                    return !done
-                }
-                if first { continuation.resume(returning: reached) }
-            }
-            Task {
-                await clock.waitForSleepers(count)
-                finish(true)
-            }
-            DispatchQueue.global().asyncAfter(deadline: .now() + 60) { finish(false) }
-        }
-    }
-
     @Test func aReaderThatHoldsAnEventKeepsItsConnectionOverURLSession() async throws {
         try await LocalServer.withServer { server in
             let timeouts = ManualClock()
@@ -117,9 +97,10 @@ final class GatedEventTransport: StreamingHTTPTransport, Sendable {
             // Event 2 comes 2 s (real time) after event 1: until then the idle timer sleeps on
             // `timeouts`. Bounded waits: with event 2 sent 0.2 s later, a busy machine received
             // the whole stream first, no timer was left to wait for, and the whole run hung.
-            try #require(await Self.sleepers(on: timeouts, reach: 1), "the idle timer never slept")
+            try #require(await withinTimeLimit(seconds: hangBound) { await timeouts.waitForSleepers(1) } != nil, "the idle timer never slept")
             timeouts.advance(by: .seconds(5))
-            try #require(await Self.sleepers(on: timeouts, reach: 1), "the idle timer never slept again")
+            try #require(
+                await withinTimeLimit(seconds: hangBound) { await timeouts.waitForSleepers(1) } != nil, "the idle timer never slept again")
             let second = try await iterator.next()
             #expect(second?.data == "2")
             let end = try await iterator.next()
