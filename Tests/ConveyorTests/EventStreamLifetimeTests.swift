@@ -77,13 +77,12 @@ final class GatedEventTransport: StreamingHTTPTransport, Sendable {
 
     /// The same over `URLSessionTransport` and the local server, the idle clock injected: a
     /// reader that holds the first event 5 s (on the timeout clock) past a 3 s idle timeout gets
-    /// the second from the same connection.
-    // Disabled (2026-11-29): under the thread sanitizer the idle timer's second sleep, after the
-    // clock is advanced, never came (a 300 s bound in CI; before the bound the whole run hung,
-    // three times). The test must be redesigned so it never waits for a sleeper the stream may
-    // legitimately not have; the claim keeps its transport-independent test above.
-    @Test(.disabled("waits for an idle-timer sleeper that may never come under load: being redesigned"))
-    func aReaderThatHoldsAnEventKeepsItsConnectionOverURLSession() async throws {
+    /// the second from the same connection. The server holds the second event until the test
+    /// releases it, so the idle timer's sleeps are certain: nothing arrives and nothing ends
+    /// while the test waits for them. (Before, the second event came 2 s of real time after the
+    /// first; on a loaded machine it arrived, the stream ended and no timer was left to wait for:
+    /// unbounded, that wait hung the whole run.)
+    @Test func aReaderThatHoldsAnEventKeepsItsConnectionOverURLSession() async throws {
         try await LocalServer.withServer { server in
             let timeouts = ManualClock()
             let attempts = StreamTimeoutModelTests.Attempts()
@@ -91,21 +90,21 @@ final class GatedEventTransport: StreamingHTTPTransport, Sendable {
                 baseURL: server.baseURL, transport: URLSessionTransport(),
                 configuration: .init(clock: ImmediateClock(), timeoutClock: timeouts)
             ) { attempts }
+            let hold = UUID().uuidString
             var options = EventStreamOptions()
             options.idleTimeout = .seconds(3)
             options.endMarker = "[DONE]"
             var iterator = client.events(
-                Request<Data>(path: "/events", query: ["count": 2, "interval": "2", "done": 1]), options: options
+                Request<Data>(path: "/events", query: ["count": 2, "hold": hold, "done": 1]), options: options
             ).makeAsyncIterator()
             let first = try await iterator.next()
             #expect(first?.data == "1")
-            // Event 2 comes 2 s (real time) after event 1: until then the idle timer sleeps on
-            // `timeouts`. Bounded waits: with event 2 sent 0.2 s later, a busy machine received
-            // the whole stream first, no timer was left to wait for, and the whole run hung.
+            // The reader holds "1": the idle timer sleeps, is woken 5 s later, and sleeps again.
             try #require(await withinTimeLimit(seconds: hangBound) { await timeouts.waitForSleepers(1) } != nil, "the idle timer never slept")
             timeouts.advance(by: .seconds(5))
             try #require(
                 await withinTimeLimit(seconds: hangBound) { await timeouts.waitForSleepers(1) } != nil, "the idle timer never slept again")
+            _ = try await NetworkClient(baseURL: server.baseURL).send(Request<Data>(path: "/held/\(hold)/release"))
             let second = try await iterator.next()
             #expect(second?.data == "2")
             let end = try await iterator.next()

@@ -9,7 +9,7 @@ import Testing
 #endif
 
 /// Contract rule 16 on the wire: a transfer the client ended (a limit reached, a loop left) stops
-/// on the connection, not only in the API. The loopback server's `/endless` writes up to 1 GiB
+/// on the connection, not only in the API. The loopback server's `/endless` writes up to ``cap`` (128 MiB)
 /// and counts what the kernel took before the connection broke; `/endless/written` answers once
 /// that handler has stopped (the server saw the connection closed), so nothing here sleeps.
 @Suite struct StreamAndUploadWireEndTests {
@@ -18,6 +18,8 @@ import Testing
     /// while the cancellation reached the session. Far below the hundreds of MiB a transfer that
     /// keeps running reaches.
     static let bound = 32 << 20
+    /// What `/endless` writes at most here.
+    static let cap = 4 * bound
 
     struct Written: Decodable, Sendable {
         let written: Int
@@ -53,12 +55,14 @@ import Testing
             let client = NetworkClient(
                 baseURL: server.baseURL, transport: transport,
                 configuration: .init(timeout: .seconds(120), maxResponseSize: 1 << 20))
-            let bytes = Request<Data>(path: "/endless", query: ["key": key, "type": "bytes"])
+            // At most 4 × the bound: enough to tell a transfer that went on from one that
+            // stopped, without a 1 GiB download loading the machine under the other suites.
+            let bytes = Request<Data>(path: "/endless", query: ["key": key, "type": "bytes", "bytes": Self.cap])
             let outcome: NetworkError?
             do {
                 switch ending {
                 case .eventLineTooLong:
-                    for try await _ in client.events(Request<Data>(path: "/endless", query: ["key": key])) {}
+                    for try await _ in client.events(Request<Data>(path: "/endless", query: ["key": key, "bytes": Self.cap])) {}
                 case .streamLeftEarly:
                     for try await _ in try await client.stream(bytes).body { break }
                     throw NetworkError.cancelled  // left on purpose

@@ -35,7 +35,7 @@ held_events = {}
 
 
 def held_event(name):
-    """The event /held/<name> requests wait on (de-duplication routes)."""
+    """The event /held/<name> requests (and /events?hold=<name>) wait on."""
     with counters_lock:
         return held_events.setdefault(name, threading.Event())
 
@@ -602,7 +602,8 @@ class Handler(BaseHTTPRequestHandler):
         longer than a client's per-attempt timeout while never idle); with `done`, a last event
         `data: [DONE]` follows. With `noids`, events carry no `id:` (an LLM's answer: it cannot be
         resumed); with `empty`, the response is `retry: 0` and a comment, then the end (a server
-        that keeps closing)."""
+        that keeps closing). With `hold=<name>`, the first event is written and the rest waits for
+        /held/<name>/release (60 s at most)."""
         if arg("empty"):
             self.close_connection = True
             self.send_response(200)
@@ -647,15 +648,18 @@ class Handler(BaseHTTPRequestHandler):
             parts.append(partial[: rng.randrange(len(partial))])
         if arg("done") and end == count:
             parts.append(b"data: [DONE]\n\n")
-        if interval:
+        hold = arg("hold")
+        if interval or hold:
             self.close_connection = True
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
             try:
-                for part in parts:
+                for index, part in enumerate(parts):
                     self.wfile.write(part)
                     self.wfile.flush()
+                    if hold and index == 1:
+                        held_event(hold).wait(60)
                     time.sleep(interval)
             except (BrokenPipeError, ConnectionResetError):
                 pass
