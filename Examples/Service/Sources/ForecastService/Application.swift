@@ -122,7 +122,11 @@ public func buildApplication(
     var services: [any Service] = []
     var cache: any CacheStorage = MemoryCacheStorage()
     if let url = configuration.cacheDatabase {
-        let database = PostgresClient(configuration: try postgresConfiguration(url), backgroundLogger: logger)
+        var databaseConfiguration = try postgresConfiguration(url)
+        // A connection the pool opens into a partition gives up with the cache's timeout, not
+        // PostgresNIO's 10 s, during which it would hold one of the pool's places (Docs/Caching.md).
+        databaseConfiguration.options.connectTimeout = configuration.cacheDatabaseTimeout
+        let database = PostgresClient(configuration: databaseConfiguration, backgroundLogger: logger)
         cache = try PostgresCacheStorage(client: database, timeout: configuration.cacheDatabaseTimeout, logger: logger)
         services.append(database)
     }
