@@ -88,9 +88,7 @@ private final class ClockInstant<C: Clock<Duration>>: DeadlineEnd {
         self.clock = clock
         self.instant = instant
     }
-    // Through TimerSleep: a request that ends before its deadline removes its timer at once (a
-    // cancelled `Task.sleep` kept 0.76 KiB per timed request until the deadline).
-    func sleep() async throws { try await TimerSleep.sleep(until: instant, on: clock) }
+    func sleep() async throws { try await clock.sleep(until: instant, tolerance: nil) }
     func hasPassed() -> Bool { clock.now >= instant }
 }
 
@@ -154,8 +152,7 @@ private final class IdleInstant<C: Clock<Duration>>: DeadlineEnd, IdleActivity {
 /// Sleeps on a clock. On the system clocks the sleep is a dispatch timer that cancellation
 /// removes at once: a cancelled `Task.sleep` stays scheduled until its deadline (about 0.7 KiB
 /// each on Linux), so every event stream left before its idle timeout kept its timer for up to
-/// 120 s (issue 56), and every request that ended before its timeout kept its timeout's timer
-/// until then. Every deadline sleeps this way. Other clocks (a test's) sleep as they do.
+/// 120 s (issue 56). Other clocks (a test's) sleep as they do.
 package enum TimerSleep {
     /// Sleeps until `end` on `clock`.
     /// - Throws: `CancellationError` when the task is cancelled.
