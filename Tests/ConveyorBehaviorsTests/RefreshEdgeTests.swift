@@ -197,8 +197,12 @@ final class HangingRefresher: TokenRefresher {
         let mock = MockTransport()
         mock.stub(nil, "/v1/me", reply: authServer(valid: { "fresh" }))
         mock.stub(.post, "/v1/refresh", reply: .json(Token(token: "fresh")))
-        let auth = AuthTokenBehavior(tokens: store, refresher: refresher)
-        let client = NetworkClient(baseURL: apiURL, transport: mock, configuration: .init(timeout: timeout)) { auth }
+        let auth = AuthTokenBehavior(tokens: store, refresher: refresher, clock: ManualClock())
+        // The timeout on a clock no one advances: the deadline is armed (what the argument is
+        // for) but cannot fire on a slow run (30 s passed once in a thread-sanitizer pass).
+        let client = NetworkClient(
+            baseURL: apiURL, transport: mock, configuration: .init(timeout: timeout, timeoutClock: ManualClock())
+        ) { auth }
         refresher.client.withLock { $0 = client }
         let result = await withinTimeLimit(seconds: hangBound) {
             await outcome { try await client.send(Request<Void>(path: "/me")) }
