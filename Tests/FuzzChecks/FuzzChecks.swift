@@ -544,7 +544,10 @@ public enum FuzzChecks {
             }
         }
         let body = "{" + members.joined(separator: ",") + "}"
-        let preview = redactor.preview(Data(body.utf8), contentType: "application/json", limit: body.utf8.count + 1)
+        // A preview's limit is on what it shows, and a mask (`***`, 3 bytes) can be longer than
+        // the value it hides (`§`, 2 bytes): room for the whole body with every value masked.
+        let room = 3 * body.utf8.count + 1
+        let preview = redactor.preview(Data(body.utf8), contentType: "application/json", limit: room)
         if leaksMarker(preview) { return "a hidden value survived: \(body.debugDescription) gave \(preview.debugDescription)" }
         // Compared without the whitespace between tokens (the words inside a value keep theirs).
         func squeezed(_ text: String) -> String { String(text.unicodeScalars.filter { !" \n\r\t".unicodeScalars.contains($0) }) }
@@ -552,7 +555,7 @@ public enum FuzzChecks {
             return "\(member) was not shown: \(body.debugDescription) gave \(preview.debugDescription)"
         }
         let form = formPairs.joined(separator: "&")
-        let formPreview = redactor.preview(Data(form.utf8), contentType: "application/x-www-form-urlencoded", limit: form.utf8.count + 1)
+        let formPreview = redactor.preview(Data(form.utf8), contentType: "application/x-www-form-urlencoded", limit: 3 * form.utf8.count + 1)
         if leaksMarker(formPreview) { return "a hidden form value survived: \(form) gave \(formPreview)" }
         for pair in formShown where !formPreview.contains(pair) { return "\(pair) was not shown: \(form) gave \(formPreview)" }
         return nil
