@@ -31,9 +31,7 @@ import Testing
         let server = try await TestPostgres.shared()
         let proxy = try await PartitionProxy.start(to: server)
         defer { proxy.stop() }
-        var configuration = PostgresClient.Configuration(
-            host: "127.0.0.1", port: proxy.port, username: server.username, password: server.password,
-            database: server.database, tls: .disable)
+        var configuration = SharedCacheTests.configuration(server, port: proxy.port)
         // As Docs/Caching.md asks: a connection attempt made into the partition (accepted, never
         // answered) gives up with the storage's timeout, not PostgresNIO's default 10 s, during
         // which it holds one of the pool's places (1 run in 6 with the default: the pool had no

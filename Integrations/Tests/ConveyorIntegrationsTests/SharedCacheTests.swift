@@ -472,9 +472,10 @@ import Testing
     /// the test output.
     static let quiet = Logger(label: "postgres") { _ in SwiftLogNoOpLogHandler() }
 
-    static func configuration(_ server: TestPostgres) -> PostgresClient.Configuration {
+    /// The client's configuration for `server`, reached on `port` (a proxy's) or its own.
+    static func configuration(_ server: TestPostgres, port: Int? = nil) -> PostgresClient.Configuration {
         PostgresClient.Configuration(
-            host: server.host, port: server.port, username: server.username, password: server.password,
+            host: server.host, port: port ?? server.port, username: server.username, password: server.password,
             database: server.database, tls: .disable)
     }
 
