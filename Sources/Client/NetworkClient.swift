@@ -55,6 +55,14 @@ public final class NetworkClient: NetworkClientProtocol {
         /// them. Nothing here reaches another client. ``SensitiveHeaders/standard`` by default.
         public var sensitiveHeaders: SensitiveHeaders
 
+        /// What requests may send that their callers did not (retries, event-stream reconnects, the
+        /// retry after a token refresh), per origin: a fifth of the requests over 10 s, with a floor
+        /// of one a second (see ``RetryBudget``). A new budget for each configuration by default, on
+        /// the ``clock`` retries wait on (so a test's `ImmediateClock` moves its window as the
+        /// waits pass); clients given the same instance share it. `nil`: no budget, only
+        /// ``attemptLimit``.
+        public var retryBudget: RetryBudget?
+
         /// The default ``maxResponseSize``: 64 MiB.
         public static let defaultMaxResponseSize = 64 * 1024 * 1024
 
@@ -77,6 +85,7 @@ public final class NetworkClient: NetworkClientProtocol {
             sensitiveHeaders: SensitiveHeaders = .standard
         ) {
             self.sensitiveHeaders = sensitiveHeaders
+            self.retryBudget = RetryBudget(clock: clock)
             self.encoder = encoder
             self.decoder = decoder
             self.acceptableStatusCodes = acceptableStatusCodes
@@ -127,7 +136,8 @@ public final class NetworkClient: NetworkClientProtocol {
         self.runner = RequestRunner(
             transport: transport, clock: configuration.clock, timeoutClock: configuration.timeoutClock,
             attemptLimit: configuration.attemptLimit,
-            acceptableStatusCodes: configuration.acceptableStatusCodes)
+            acceptableStatusCodes: configuration.acceptableStatusCodes, retryBudget: configuration.retryBudget,
+            baseOrigin: Origin(baseURL))
         var base = baseURL.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         self.baseURLString = base

@@ -53,6 +53,8 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
     public var file: String? { storage.file }
     /// The failure after which a retry was refused (``notRetryable``).
     public var after: NetworkError? { storage.after }
+    /// How long until the refusing mechanism lets requests through again (``circuitOpen``).
+    public var retryAfter: Duration? { storage.retryAfter }
 
     /// The HTTP status, for the kinds that keep a response.
     public var status: Int? { storage.status ?? storage.after?.status }
@@ -80,12 +82,14 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
         let after: NetworkError?
         /// The head of a response whose body failed (``responseHead``).
         let head: HTTPResponse?
+        let retryAfter: Duration?
 
         init(
             response: HTTPResponse? = nil, patternStatus: Int? = nil, underlying: (any Error)? = nil,
             reason: String? = nil, behavior: String? = nil, hook: RequestHook? = nil, limit: Int? = nil,
-            file: String? = nil, after: NetworkError? = nil, head: HTTPResponse? = nil
+            file: String? = nil, after: NetworkError? = nil, head: HTTPResponse? = nil, retryAfter: Duration? = nil
         ) {
+            self.retryAfter = retryAfter
             self.response = response
             self.patternStatus = patternStatus
             self.underlying = underlying
@@ -117,7 +121,8 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
             name,
             Storage(
                 response: s.response, patternStatus: s.patternStatus, underlying: s.underlying, reason: s.reason,
-                behavior: s.behavior, hook: s.hook, limit: s.limit, file: s.file, after: s.after, head: bare))
+                behavior: s.behavior, hook: s.hook, limit: s.limit, file: s.file, after: s.after, head: bare,
+                retryAfter: s.retryAfter))
     }
 
     // MARK: Kinds
@@ -241,6 +246,19 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
         NetworkError("notRetryable", Storage(reason: reason, after: after))
     }
 
+    /// A circuit breaker (``CircuitBreakerBehavior``) has stopped requests to the origin after
+    /// too many of them failed: the request failed at once, without being sent. ``retryAfter``
+    /// says when the circuit next lets a request through; ``reason`` names the origin.
+    public static let circuitOpen = NetworkError("circuitOpen")
+    /// A ``circuitOpen`` error.
+    /// - Parameters:
+    ///   - origin: The origin whose circuit is open, as `scheme://host:port`.
+    ///   - retryAfter: How long until the circuit lets a request through (zero while it is
+    ///     probing, or held open by an operator).
+    public static func circuitOpen(origin: String, retryAfter: Duration) -> NetworkError {
+        NetworkError("circuitOpen", Storage(reason: origin, retryAfter: retryAfter))
+    }
+
     // MARK: Text
 
     /// A short English explanation with no secrets in it.
@@ -270,12 +288,20 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
         case "transportFailed": "Transport failed: \(Self.describe(underlying))"
         case "fileFailed": "File '\(file ?? "")' failed: \(Self.describe(underlying))"
         case "notRetryable": "\(after?.description ?? "") (not retried: \(reason ?? ""))"
+        case "circuitOpen":
+            "The circuit for \(reason ?? "the origin") is open: not sent (next try in \(Self.seconds(retryAfter)))"
         default: name
         }
     }
 
     /// Same as ``description``.
     public var debugDescription: String { "NetworkError: \(description)" }
+
+    /// `4.25 s`: a wait with at most two decimals.
+    private static func seconds(_ duration: Duration?) -> String {
+        let value = duration.map { Double($0.components.seconds) + Double($0.components.attoseconds) * 1e-18 } ?? 0
+        return "\((max(0, min(value, 1e12)) * 100).rounded() / 100) s"
+    }
 
     private static func describe(_ error: (any Error)?) -> String {
         error.map { describe($0) } ?? "no underlying error"

@@ -110,6 +110,8 @@ public final class RequestContext: Sendable {
         var interruptible = false
         /// The guarded step `cancel()` must end now, if any (a request is in one step at a time).
         var interruptTarget: (any ContextInterruptible)?
+        /// The deadline of the attempt in flight, when it has one.
+        var attemptDeadline: Deadline?
 
         @inlinable
         func value<Key: RequestContextKey>(_ key: Key.Type) -> Key.Value {
@@ -240,6 +242,45 @@ public final class RequestContext: Sendable {
     /// Where the current run of attempts started: kept with the request's values (only event
     /// streams write it), so that plain requests carry nothing more.
     private enum RunStart: RequestContextKey { static let defaultValue = 1 }
+
+    /// Sets the deadline of the attempt about to start (only when it has one).
+    package func setAttemptDeadline(_ deadline: Deadline) {
+        state.withLock { $0.attemptDeadline = deadline }
+    }
+
+    /// Whether the attempt in flight has passed its deadline: an attempt that ended as cancelled
+    /// with this true was ended by its timeout, not by the caller. Read by the circuit breaker.
+    package var attemptDeadlineHasPassed: Bool {
+        state.withLock { $0.attemptDeadline }?.hasPassed() ?? false
+    }
+
+    /// Why the engine did not send the retry (or reconnect) the behaviors asked for, if it did
+    /// not: the origin's retry budget was spent. Read by the logging behavior.
+    package var retryRefusal: RetryRefusal? { state.withLock { $0.value(RefusedRetry.self) } }
+
+    /// Notes that the retry budget refused this request's retry.
+    package func noteRetryRefused(_ refusal: RetryRefusal) {
+        state.withLock { $0.set(refusal, for: RefusedRetry.self) }
+    }
+
+    private enum RefusedRetry: RequestContextKey { static let defaultValue: RetryRefusal? = nil }
+
+    /// Notes that the retry a behavior is asking for resends the request with a credential it just
+    /// refreshed (`AuthTokenBehavior`): the retry budget counts it but does not refuse it.
+    package func noteRetryWithNewCredential() {
+        state.withLock { $0.set(true, for: NewCredential.self) }
+    }
+
+    /// Whether the retry being decided resends with a new credential; reading it clears it.
+    package func takeRetryWithNewCredential() -> Bool {
+        state.withLock { state in
+            guard state.value(NewCredential.self) else { return false }
+            state.set(false, for: NewCredential.self)
+            return true
+        }
+    }
+
+    private enum NewCredential: RequestContextKey { static let defaultValue = false }
 
     /// Asks the request to stop: no further attempt, retry or backoff wait starts, a backoff wait
     /// in progress ends at once, an attempt in flight is interrupted if ``makeInterruptible()``

@@ -21,12 +21,19 @@ package struct RequestRunner: Sendable {
     let transportHonorsCancellation: Bool
     /// Read once: a transport that streams gets body streams and transfers as they are.
     let streamingTransport: (any StreamingHTTPTransport)?
+    /// What the requests of this runner may send that their callers did not (contract rule 19);
+    /// `nil`: no limit but the attempt cap.
+    package let retryBudget: RetryBudget?
+    /// The budget's account for the client's base origin, found once.
+    let baseAccount: RetryBudgetAccount?
 
     package init(
         transport: any HTTPTransport, clock: any Clock<Duration> = ContinuousClock(),
         timeoutClock: any Clock<Duration> = ContinuousClock(), attemptLimit: Int = 10,
-        acceptableStatusCodes: Set<Int> = Set(200..<300)
+        acceptableStatusCodes: Set<Int> = Set(200..<300), retryBudget: RetryBudget? = nil, baseOrigin: Origin? = nil
     ) {
+        self.retryBudget = retryBudget
+        self.baseAccount = baseOrigin.flatMap { retryBudget?.account(for: $0, pinned: true) }
         self.transport = transport
         self.clock = clock
         self.timeoutClock = timeoutClock
@@ -69,6 +76,7 @@ package struct RequestRunner: Sendable {
         var runStart = 1
         var began = false
         let timeout = request.timeout?.clampedForConveyor
+        let account = retryBudget.flatMap { budgetAccount(of: request, context: context, budget: $0) }
         while true {
             let failure: NetworkError
             let response: HTTPResponse?
@@ -90,7 +98,7 @@ package struct RequestRunner: Sendable {
             guard began else { throw failure }
             switch await afterFailedAttempt(
                 failure, response: response ?? failure.response, attempt: attempt - runStart + 1, request: request,
-                plan: plan, context: context, timeout: timeout)
+                plan: plan, context: context, timeout: timeout, account: account)
             {
             case .retry:
                 attempt += 1
@@ -106,6 +114,29 @@ package struct RequestRunner: Sendable {
                 return try await Self.succeed(with: settled.response, plan: plan, context: context, decode: decode)
             }
         }
+    }
+
+    /// The budget account `request` counts in (its deposit made): the base origin's, found once,
+    /// for a request to it; another origin's looked up. `nil` for a URL with no origin.
+    @inline(never)
+    func budgetAccount(of request: HTTPRequest, context: RequestContext, budget: RetryBudget) -> RetryBudgetAccount? {
+        let found: RetryBudgetAccount?
+        if context.targetsBaseOrigin, let baseAccount {
+            found = baseAccount
+        } else {
+            found = Origin(request.url).map { budget.account(for: $0) }
+        }
+        found?.deposit(budget)
+        return found
+    }
+
+    /// Whether the budget lets the request send one more attempt its caller did not ask for; a
+    /// refusal is noted in the context (the logging behavior says why the request ended).
+    func budgetAllowsResending(_ account: RetryBudgetAccount?, context: RequestContext) -> Bool {
+        guard let account, let retryBudget else { return true }
+        if account.withdraw(retryBudget) { return true }
+        context.noteRetryRefused(RetryRefusal(origin: account.origin))
+        return false
     }
 
     /// Ends a request as a success with the response a taker settled on (it stopped the
@@ -149,7 +180,7 @@ package struct RequestRunner: Sendable {
     /// a retry waits its backoff. `attempt` counts from the last reconnect.
     func afterFailedAttempt(
         _ failure: NetworkError, response: HTTPResponse?, attempt: Int, request: HTTPRequest, plan: HookPlan,
-        context: RequestContext, timeout: Duration?
+        context: RequestContext, timeout: Duration?, account: RetryBudgetAccount? = nil
     ) async -> AfterFailure {
         let decided = await context.transfer?.decision(after: failure)
         switch decided {
@@ -159,10 +190,17 @@ package struct RequestRunner: Sendable {
         }
         if failure.isCancellation || Task.isCancelled || context.isCancelled { return .end(.cancelled) }
         switch decided {
-        case .reconnect(let delay):
+        case .reconnect(let delay, let progressed):
             // A one-shot body already read cannot be sent again, whoever asks.
             if let reason = Self.retryForbiddenReason(request, context: context) {
                 return .end(.notRetryable(after: failure, reason: reason))
+            }
+            // A refused reconnect ends the stream with what ended the last connection. One after a
+            // connection that delivered events is counted, never refused: the stream was working.
+            if progressed {
+                if let account, let retryBudget { account.countExempt(retryBudget) }
+            } else if !budgetAllowsResending(account, context: context) {
+                return .end(failure)
             }
             let wait = delay.clampedForConveyor
             if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
@@ -181,6 +219,14 @@ package struct RequestRunner: Sendable {
         if failure.isCancellation || Task.isCancelled || context.isCancelled { return .end(.cancelled) }
         guard case .retry(let delay) = decision else { return .end(failure) }
         if let reason = Self.retryForbiddenReason(request, context: context) { return .end(.notRetryable(after: failure, reason: reason)) }
+        // A refused retry ends the request with the failure it would have retried: the server's
+        // answer or the transport's error, not a new error that hides it. A retry with a credential
+        // just refreshed is counted, never refused (at most one per refresh of a request).
+        if context.takeRetryWithNewCredential() {
+            if let account, let retryBudget { account.countExempt(retryBudget) }
+        } else if !budgetAllowsResending(account, context: context) {
+            return .end(failure)
+        }
         let wait = delay.clampedForConveyor
         if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
         if Task.isCancelled || context.isCancelled { return .end(.cancelled) }
@@ -204,6 +250,7 @@ package struct RequestRunner: Sendable {
         if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
         if timeout == .zero { return .failed(.timedOut, nil) }  // no time at all: nothing is sent
         let deadline = Self.deadline(timeout, transfer: context.transfer, on: timeoutClock)
+        if let deadline, !plan.intercept.isEmpty { context.setAttemptDeadline(deadline) }
         let guarded = deadline != nil || interruptible
         let interrupter = interruptible ? context : nil
 

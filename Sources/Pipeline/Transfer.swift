@@ -118,8 +118,10 @@ extension ResponseBodyTaker {
 /// What a ``ResponseBodyTaker`` decides after a failed attempt.
 package enum TakerDecision: Sendable {
     /// Send the request again after the delay, as a new run of attempts: the behaviors' retry
-    /// decisions are not asked, and the engine's attempt cap starts again.
-    case reconnect(after: Duration)
+    /// decisions are not asked, and the engine's attempt cap starts again. `progressed`: the
+    /// connection that ended delivered what the caller asked for (an event stream's events), so
+    /// the retry budget counts the reconnect without judging it.
+    case reconnect(after: Duration, progressed: Bool = false)
     /// End the request with this error.
     case end(NetworkError)
     /// End the request as a success with this response (its body is empty): the taker got all

@@ -708,9 +708,12 @@ struct SkipRun: Equatable {
     func check(_ scenario: SkipScenario, coverage: inout Coverage) async -> [String] {
         let mock = MockTransport()
         let clock = ImmediateClock()
+        // The reference runner has no retry budget: neither has the client (the budget is the
+        // same for both ways of building a plan, and its own tests are RetryBudgetTests).
+        var configuration = NetworkClient.Configuration(clock: clock, attemptLimit: scenario.attemptLimit)
+        configuration.retryBudget = nil
         let client = NetworkClient(
-            baseURL: URL(string: "http://127.0.0.1:9/api")!, transport: mock,
-            configuration: .init(clock: clock, attemptLimit: scenario.attemptLimit)
+            baseURL: URL(string: "http://127.0.0.1:9/api")!, transport: mock, configuration: configuration
         ) { scenario.clientBehaviors }
         let runner = RequestRunner(transport: mock, clock: clock, attemptLimit: scenario.attemptLimit)
         var problems: [String] = []

@@ -169,6 +169,7 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
         context[Refreshed.self] = run
         let sent = context[SentToken.self]
         if let current = try? await tokens.currentToken(), current != sent?.token {
+            context.noteRetryWithNewCredential()
             return .retryNow  // refreshed meanwhile by another request
         }
         if let sent, let failure = coordinator.failure(replacing: sent.token, endedAfter: sent.refreshesEnded) {
@@ -176,6 +177,7 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
             // 401 while that refresh ran, and ends as the refresh's waiters did, without another.
             guard case .refreshTimedOut = failure else { return .doNotRetry }
             context[RefreshFailure.self] = failure
+            context.noteRetryWithNewCredential()
             return .retryNow
         }
         do {
@@ -191,6 +193,7 @@ public struct AuthTokenBehavior: HeaderAdding, RetryDeciding, SensitiveHeaderDec
             coordinator.lastFailure = (error as? AuthError) ?? .refreshFailed(underlying: error)
             return .doNotRetry
         }
+        context.noteRetryWithNewCredential()
         return .retryNow
     }
 }

@@ -118,9 +118,12 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
             sink.accepts(.debug)
             ? context[SentSecrets.self]
             : error.response.map { collectSecrets(of: $0.request, context: context) } ?? context[SentSecrets.self]
-        let line = "✕ \(context.requestID) failed after \(context.attempt) attempt(s): \(error)"
+        var line = "✕ \(context.requestID) failed after \(context.attempt) attempt(s): \(error)"
+        let refusal = context.retryRefusal
+        if let refusal { line += " (not retried: the retry budget for \(refusal.origin.host) is spent)" }
         let scrubber = SecretScrubber(secrets: secrets)
         var metadata = metadata(of: error.response?.request ?? context.originalRequest, context: context, scrubber: scrubber)
+        if refusal != nil { metadata["conveyor.retry.refused"] = "budget" }
         if let status = error.responseHead?.status {
             metadata["http.response.status_code"] = String(status)
             metadata["error.type"] = status >= 400 ? String(status) : error.name

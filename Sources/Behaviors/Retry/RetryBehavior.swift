@@ -56,11 +56,6 @@ public struct RetryBehavior: RetryDeciding {
     }
 
     private func isRetryable(_ failure: NetworkError, response: HTTPResponse?) -> Bool {
-        switch failure {
-        case .timedOut, .connectionFailed: true
-        case .unauthorized, .notFound, .unacceptableStatus:
-            response.map { policy.retryableStatuses.contains($0.status) } ?? false
-        default: false
-        }
+        policy.isUpstreamFailure(failure, status: response?.status)
     }
 }

@@ -83,6 +83,21 @@ public struct RetryPolicy: Sendable {
         RetryPolicy(maxAttempts: maxAttempts, baseDelay: baseDelay, maxDelay: maxDelay, jitter: jitter)
     }
 
+    /// Whether an attempt failed because of the upstream or the way to it, not because of the
+    /// request: a timeout, a failed connection, or a status in ``retryableStatuses``. The one
+    /// judgment ``RetryBehavior`` retries on and ``CircuitBreakerBehavior`` counts; a 4xx the
+    /// caller caused (other than 408 and 429) is never one.
+    /// - Parameters:
+    ///   - failure: How the attempt failed (`nil`: it got a response).
+    ///   - status: The response's status, when one arrived.
+    package func isUpstreamFailure(_ failure: NetworkError?, status: Int?) -> Bool {
+        switch failure {
+        case .timedOut?, .connectionFailed?: true
+        case nil, .unauthorized?, .notFound?, .unacceptableStatus?: status.map { retryableStatuses.contains($0) } ?? false
+        default: false
+        }
+    }
+
     /// The most a `Retry-After` wait is lengthened, as a part of it: 0.2 (as an event stream's
     /// default `EventStreamOptions.jitter`).
     package static let retryAfterSpread = 0.2

@@ -562,7 +562,8 @@ final class EventsTaker: ResponseBodyTaker {
             }
             let base = min(state.parser.reconnectionTime ?? options.reconnectDelay, options.maxRetryDelay)
             let random = Double(state.random.next() >> 11) / Double(1 << 53)
-            return .reconnect(after: options.delay(base: base, failures: state.failures, random: random))
+            return .reconnect(
+                after: options.delay(base: base, failures: state.failures, random: random), progressed: state.failures == 0)
         }
     }
 }

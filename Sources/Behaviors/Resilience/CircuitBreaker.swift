@@ -1,0 +1,337 @@
+public import ConveyorPipeline
+
+/// The state of every origin's circuit, shared by the ``CircuitBreakerBehavior``s given it.
+///
+/// A circuit is **closed** while its origin answers: requests go through and their outcomes are
+/// counted over a sampling window. When at least ``Options/minimumThroughput`` attempts in the
+/// window have ended and at least ``Options/failureRatio`` of them failed (by the judgment
+/// ``RetryBehavior`` retries on: a timeout, a failed connection, 408, 429 or a 5xx gateway
+/// status), it **opens**: for ``Options/breakDuration`` every request to the origin fails at once
+/// with ``NetworkError/circuitOpen``, sending nothing. Then it is **half-open**: up to
+/// ``Options/probes`` requests go through at a time; the first that succeeds closes the circuit,
+/// one that fails opens it for another break. An operator can hold a circuit open
+/// (``isolate(_:)``) or close it (``close(_:)``).
+///
+/// ```swift
+/// let breaker = CircuitBreaker()
+/// let client = NetworkClient(baseURL: api) {
+///     RetryBehavior()
+///     CircuitBreakerBehavior(breaker)
+/// }
+/// if case .open = breaker.state(of: Origin(api)!) { showDegradedBanner() }
+/// ```
+public final class CircuitBreaker: Sendable {
+    /// When a circuit opens and for how long.
+    public struct Options: Sendable, Hashable {
+        /// The part of the window's attempts that must fail to open the circuit: 0.5.
+        public var failureRatio: Double
+        /// The fewest attempts in the window before the ratio is judged at all: 20.
+        public var minimumThroughput: Int
+        /// How far back outcomes count: 10 s.
+        public var samplingDuration: Duration
+        /// How long an open circuit refuses requests before it probes: 5 s.
+        public var breakDuration: Duration
+        /// How many requests a half-open circuit lets through at a time: 1.
+        public var probes: Int
+
+        /// Creates options (out-of-range values are clamped: a ratio to 0.01…1, counts to at least
+        /// 1, durations to at least 10 ms and at most a year).
+        /// - Parameters:
+        ///   - failureRatio: The failing part of the window's attempts that opens the circuit.
+        ///   - minimumThroughput: The fewest attempts in the window before the ratio counts.
+        ///   - samplingDuration: How far back outcomes count.
+        ///   - breakDuration: How long an open circuit refuses requests.
+        ///   - probes: How many requests a half-open circuit lets through at a time.
+        public init(
+            failureRatio: Double = 0.5, minimumThroughput: Int = 20, samplingDuration: Duration = .seconds(10),
+            breakDuration: Duration = .seconds(5), probes: Int = 1
+        ) {
+            self.failureRatio = failureRatio.isNaN ? 1 : min(max(0.01, failureRatio), 1)
+            self.minimumThroughput = max(1, minimumThroughput)
+            self.samplingDuration = Self.clamp(samplingDuration)
+            self.breakDuration = Self.clamp(breakDuration)
+            self.probes = max(1, probes)
+        }
+
+        private static func clamp(_ duration: Duration) -> Duration {
+            min(max(duration, .milliseconds(10)), .seconds(86_400 * 365))
+        }
+    }
+
+    /// What a circuit does with the next request.
+    public enum State: Sendable, Hashable {
+        /// Requests go through; outcomes are counted.
+        case closed
+        /// Requests fail at once for this much longer.
+        case open(remaining: Duration)
+        /// A few requests go through to see whether the origin is back.
+        case halfOpen
+        /// Held open by ``isolate(_:)`` until ``close(_:)``.
+        case isolated
+    }
+
+    /// When a circuit opens and for how long.
+    public let options: Options
+    /// The most origins kept: 1,024 (one not used for a sampling window is forgotten first).
+    public let maxOrigins: Int
+    let elapsed: any Stopwatch
+    let circuits = Locked<[Origin: Circuit]>([:])
+    let onChange: (@Sendable (Origin, State) -> Void)?
+
+    /// Creates a breaker with no open circuit.
+    /// - Parameters:
+    ///   - options: When a circuit opens and for how long.
+    ///   - maxOrigins: The most origins kept.
+    ///   - clock: The clock windows and breaks are measured on; tests inject a `ManualClock`.
+    ///   - onChange: Told of every change of a circuit's state (opened, half-open, closed,
+    ///     isolated), after it happened, outside the breaker's lock: for a log line or a metric.
+    public init(
+        options: Options = Options(), maxOrigins: Int = 1_024, clock: any Clock<Duration> = ContinuousClock(),
+        onChange: (@Sendable (Origin, State) -> Void)? = nil
+    ) {
+        self.options = options
+        self.maxOrigins = max(1, maxOrigins)
+        self.elapsed = startStopwatch(on: clock)
+        self.onChange = onChange
+    }
+
+    /// The state of `origin`'s circuit now.
+    /// - Parameter origin: The origin.
+    public func state(of origin: Origin) -> State {
+        let now = elapsed.elapsed()
+        return circuits.withLock { $0[origin]?.state(at: now) } ?? .closed
+    }
+
+    /// Holds `origin`'s circuit open until ``close(_:)``: every request to it fails at once with
+    /// ``NetworkError/circuitOpen`` (an operator's switch for an upstream known to be down).
+    /// - Parameter origin: The origin.
+    public func isolate(_ origin: Origin) {
+        change(origin) { circuit, _ in circuit.phase = .isolated }
+    }
+
+    /// Closes `origin`'s circuit and forgets its counts, whatever its state.
+    /// - Parameter origin: The origin.
+    public func close(_ origin: Origin) {
+        change(origin) { circuit, _ in circuit = Circuit() }
+    }
+
+    private func change(_ origin: Origin, _ body: (inout Circuit, Duration) -> Void) {
+        let now = elapsed.elapsed()
+        let new: State = circuits.withLock { circuits in
+            var circuit = circuits[origin] ?? Circuit()
+            body(&circuit, now)
+            circuits[origin] = circuit
+            return circuit.state(at: now)
+        }
+        onChange?(origin, new)
+    }
+
+    /// Whether a request to `origin` may be sent now: `nil` if so (as a probe when half-open),
+    /// else how long until it may.
+    package func admit(_ origin: Origin) -> Admission {
+        let now = elapsed.elapsed()
+        var changed: State?
+        let admission: Admission = circuits.withLock { circuits in
+            if let admission = circuits[origin]?.admit(at: now, options: options, changed: &changed) {
+                return admission  // in place: the circuit's counts are not copied
+            }
+            if circuits.count >= maxOrigins { evict(&circuits, now: now) }
+            var circuit = Circuit()
+            let admission = circuit.admit(at: now, options: options, changed: &changed)
+            circuits[origin] = circuit
+            return admission
+        }
+        if let changed { onChange?(origin, changed) }
+        return admission
+    }
+
+    /// Counts the outcome of a request ``admit(_:)`` let through.
+    package func record(_ origin: Origin, _ outcome: Outcome, probe: Bool) {
+        let now = elapsed.elapsed()
+        var changed: State?
+        circuits.withLock { circuits in
+            // In place; an origin evicted meanwhile has nothing to count in.
+            circuits[origin]?.record(outcome, probe: probe, at: now, options: options, changed: &changed)
+        }
+        if let changed { onChange?(origin, changed) }
+    }
+
+    /// Makes room for one circuit: closed ones idle for a window go; if none did, the one idle
+    /// longest that is not open.
+    private func evict(_ circuits: inout [Origin: Circuit], now: Duration) {
+        var oldest: (Origin, Duration)?
+        for (origin, circuit) in circuits where circuit.phase == .closed && circuit.inFlightProbes == 0 {
+            if now - circuit.lastUsed >= options.samplingDuration {
+                circuits[origin] = nil
+            } else if oldest.map({ circuit.lastUsed < $0.1 }) ?? true {
+                oldest = (origin, circuit.lastUsed)
+            }
+        }
+        if circuits.count >= maxOrigins, let (origin, _) = oldest { circuits[origin] = nil }
+        if circuits.count >= maxOrigins, let any = circuits.keys.first { circuits[any] = nil }
+    }
+
+    /// What ``admit(_:)`` decided.
+    package enum Admission: Equatable {
+        /// Send it; `probe` when the circuit is half-open (its outcome decides the circuit).
+        case send(probe: Bool)
+        /// Fail it at once: the circuit lets requests through again after this long.
+        case refuse(retryAfter: Duration)
+    }
+
+    /// How a request the breaker let through ended.
+    package enum Outcome {
+        /// The origin answered (whatever the status, unless it is one of the failures).
+        case success
+        /// The origin or the way to it failed.
+        case failure
+        /// It ended without an answer that says anything about the origin (cancelled).
+        case abandoned
+    }
+
+    /// One origin's circuit.
+    struct Circuit {
+        enum Phase: Equatable {
+            case closed
+            case open(until: Duration)
+            case halfOpen
+            case isolated
+        }
+
+        var phase = Phase.closed
+        /// Outcomes in the sampling window, in ten slots: (slot index, attempts, failures).
+        var slots = [(index: Int64, attempts: Int, failures: Int)](repeating: (-1, 0, 0), count: 10)
+        var inFlightProbes = 0
+        var lastUsed = Duration.zero
+
+        func state(at now: Duration) -> State {
+            switch phase {
+            case .closed: .closed
+            case .open(let until): now < until ? .open(remaining: until - now) : .halfOpen
+            case .halfOpen: .halfOpen
+            case .isolated: .isolated
+            }
+        }
+
+        mutating func admit(at now: Duration, options: Options, changed: inout State?) -> Admission {
+            lastUsed = max(lastUsed, now)
+            switch phase {
+            case .closed:
+                return .send(probe: false)
+            case .isolated:
+                return .refuse(retryAfter: .zero)
+            case .open(let until):
+                if now < until { return .refuse(retryAfter: until - now) }
+                phase = .halfOpen
+                changed = .halfOpen
+                inFlightProbes = 0
+                fallthrough
+            case .halfOpen:
+                guard inFlightProbes < options.probes else { return .refuse(retryAfter: .zero) }
+                inFlightProbes += 1
+                return .send(probe: true)
+            }
+        }
+
+        mutating func record(_ outcome: Outcome, probe: Bool, at now: Duration, options: Options, changed: inout State?) {
+            lastUsed = max(lastUsed, now)
+            if probe {
+                inFlightProbes = max(0, inFlightProbes - 1)
+                guard phase == .halfOpen else { return }  // an operator changed it meanwhile
+                switch outcome {
+                case .success:
+                    self = Circuit()
+                    lastUsed = now
+                    changed = .closed
+                case .failure:
+                    phase = .open(until: now + options.breakDuration)
+                    changed = .open(remaining: options.breakDuration)
+                case .abandoned:
+                    break
+                }
+                return
+            }
+            guard phase == .closed, outcome != .abandoned else { return }
+            let slotLength = options.samplingDuration / 10
+            let slot = Int64(min(now / slotLength, 9e18))
+            let position = Int(slot % 10)
+            if slots[position].index != slot { slots[position] = (slot, 0, 0) }
+            slots[position].attempts += 1
+            if outcome == .failure { slots[position].failures += 1 }
+            var attempts = 0
+            var failures = 0
+            for entry in slots where entry.index >= 0 && slot - entry.index < 10 {
+                attempts += entry.attempts
+                failures += entry.failures
+            }
+            if attempts >= options.minimumThroughput && Double(failures) >= options.failureRatio * Double(attempts) {
+                phase = .open(until: now + options.breakDuration)
+                slots = Circuit().slots
+                changed = .open(remaining: options.breakDuration)
+            }
+        }
+    }
+}
+
+/// Fails requests to an origin at once while its ``CircuitBreaker`` circuit is open, and counts
+/// the outcome of every attempt it lets through.
+///
+/// Put it **last** in the chain, after a cache, de-duplication and ``RetryBehavior``, so that it
+/// counts what the upstream said and each retry is judged (and refused) on its own. A refused
+/// attempt fails with ``NetworkError/circuitOpen``, which no ``RetryBehavior`` retries; a
+/// cancelled attempt (the caller left) counts neither way; an attempt its timeout ended counts as
+/// a failure. The origin is the request's as the caller made it.
+///
+/// ```swift
+/// let client = NetworkClient(baseURL: api) {
+///     RetryBehavior()
+///     CircuitBreakerBehavior()
+/// }
+/// ```
+public struct CircuitBreakerBehavior: AttemptIntercepting {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+    /// The circuits this behavior reads and counts in.
+    public let breaker: CircuitBreaker
+    /// What counts as a failure: ``RetryPolicy/retryableStatuses`` and transport failures.
+    let policy: RetryPolicy
+
+    /// Creates the behavior.
+    /// - Parameters:
+    ///   - breaker: The circuits; pass one instance to several clients to share them.
+    ///   - policy: Whose ``RetryPolicy/retryableStatuses`` count as failures (the same statuses
+    ///     ``RetryBehavior`` retries); the default policy's by default.
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions.
+    public init(_ breaker: CircuitBreaker = CircuitBreaker(), policy: RetryPolicy = RetryPolicy(), name: String? = nil) {
+        self.name = name ?? String(describing: Self.self)
+        self.breaker = breaker
+        self.policy = policy
+    }
+
+    /// Refuses the attempt while the circuit is open; otherwise sends it and counts its outcome.
+    public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        guard let origin = (context.targetsBaseOrigin ? context.baseOrigin : nil) ?? Origin(context.originalRequest.url)
+        else { return try await next(request) }
+        let probe: Bool
+        switch breaker.admit(origin) {
+        case .send(let isProbe): probe = isProbe
+        case .refuse(let wait): throw NetworkError.circuitOpen(origin: origin.description, retryAfter: wait)
+        }
+        do {
+            let response = try await next(request)
+            let failed = policy.isUpstreamFailure(nil, status: response.status)
+            breaker.record(origin, failed ? .failure : .success, probe: probe)
+            return response
+        } catch {
+            let failure = NetworkError(transportError: error)
+            let outcome: CircuitBreaker.Outcome =
+                failure.isCancellation
+                ? (context.attemptDeadlineHasPassed ? .failure : .abandoned)
+                : policy.isUpstreamFailure(failure, status: failure.status) ? .failure : .abandoned
+            breaker.record(origin, outcome, probe: probe)
+            throw error
+        }
+    }
+}
