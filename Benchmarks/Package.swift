@@ -9,6 +9,7 @@
 //   swift run --package-path Benchmarks -c release concurrency-bench      (1/8/64 requests in flight, in memory)
 //   swift run --package-path Benchmarks -c release hostile-bench          (parsers at 1/16/64 KB of hostile input)
 //   swift run --package-path Benchmarks -c release events-bench           (event-stream parsing vs mattt/EventSource; loopback events/s)
+//   swift run --package-path Benchmarks -c release overload-sim           (an outage: attempts per request and recovery, with and without the budget and breaker)
 import PackageDescription
 
 let package = Package(
@@ -145,5 +146,10 @@ let package = Package(
                 .product(name: "EventSource", package: "EventSource"),
             ],
             path: "Sources/EventsBench"),
+        // The overload simulation (Docs/Resilience.md): real clients, budget and breaker against an
+        // in-memory upstream on a virtual clock.
+        .executableTarget(
+            name: "overload-sim", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
+            path: "Sources/OverloadSim"),
     ]
 )

@@ -110,8 +110,6 @@ public final class RequestContext: Sendable {
         var interruptible = false
         /// The guarded step `cancel()` must end now, if any (a request is in one step at a time).
         var interruptTarget: (any ContextInterruptible)?
-        /// The deadline of the attempt in flight, when it has one.
-        var attemptDeadline: Deadline?
 
         @inlinable
         func value<Key: RequestContextKey>(_ key: Key.Type) -> Key.Value {
@@ -245,14 +243,18 @@ public final class RequestContext: Sendable {
 
     /// Sets the deadline of the attempt about to start (only when it has one).
     package func setAttemptDeadline(_ deadline: Deadline) {
-        state.withLock { $0.attemptDeadline = deadline }
+        state.withLock { $0.set(deadline, for: AttemptDeadline.self) }
     }
 
     /// Whether the attempt in flight has passed its deadline: an attempt that ended as cancelled
     /// with this true was ended by its timeout, not by the caller. Read by the circuit breaker.
     package var attemptDeadlineHasPassed: Bool {
-        state.withLock { $0.attemptDeadline }?.hasPassed() ?? false
+        state.withLock { $0.value(AttemptDeadline.self) }?.hasPassed() ?? false
     }
+
+    /// The deadline of the attempt in flight: kept with the request's values, written only when
+    /// an attempt with a deadline has an `intercept` member, so other requests carry nothing more.
+    private enum AttemptDeadline: RequestContextKey { static let defaultValue: Deadline? = nil }
 
     /// Why the engine did not send the retry (or reconnect) the behaviors asked for, if it did
     /// not: the origin's retry budget was spent. Read by the logging behavior.

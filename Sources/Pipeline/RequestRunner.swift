@@ -23,17 +23,27 @@ package struct RequestRunner: Sendable {
     let streamingTransport: (any StreamingHTTPTransport)?
     /// What the requests of this runner may send that their callers did not (contract rule 19);
     /// `nil`: no limit but the attempt cap.
-    package let retryBudget: RetryBudget?
-    /// The budget's account for the client's base origin, found once.
-    let baseAccount: RetryBudgetAccount?
+    package var retryBudget: RetryBudget? { budgeting?.budget }
+    /// The budget and its account for the client's base origin, found once: one reference, so
+    /// that the runner (copied into every request's frame) grows by one word.
+    let budgeting: Budgeting?
+
+    /// A retry budget and the account of the client's base origin in it.
+    final class Budgeting: Sendable {
+        let budget: RetryBudget
+        let baseAccount: RetryBudgetAccount?
+        init(budget: RetryBudget, baseOrigin: Origin?) {
+            self.budget = budget
+            self.baseAccount = baseOrigin.map { budget.account(for: $0, pinned: true) }
+        }
+    }
 
     package init(
         transport: any HTTPTransport, clock: any Clock<Duration> = ContinuousClock(),
         timeoutClock: any Clock<Duration> = ContinuousClock(), attemptLimit: Int = 10,
         acceptableStatusCodes: Set<Int> = Set(200..<300), retryBudget: RetryBudget? = nil, baseOrigin: Origin? = nil
     ) {
-        self.retryBudget = retryBudget
-        self.baseAccount = baseOrigin.flatMap { retryBudget?.account(for: $0, pinned: true) }
+        self.budgeting = retryBudget.map { Budgeting(budget: $0, baseOrigin: baseOrigin) }
         self.transport = transport
         self.clock = clock
         self.timeoutClock = timeoutClock
@@ -76,7 +86,7 @@ package struct RequestRunner: Sendable {
         var runStart = 1
         var began = false
         let timeout = request.timeout?.clampedForConveyor
-        let account = retryBudget.flatMap { budgetAccount(of: request, context: context, budget: $0) }
+        if let budgeting { deposit(request, context: context, budgeting: budgeting) }
         while true {
             let failure: NetworkError
             let response: HTTPResponse?
@@ -98,7 +108,7 @@ package struct RequestRunner: Sendable {
             guard began else { throw failure }
             switch await afterFailedAttempt(
                 failure, response: response ?? failure.response, attempt: attempt - runStart + 1, request: request,
-                plan: plan, context: context, timeout: timeout, account: account)
+                plan: plan, context: context, timeout: timeout)
             {
             case .retry:
                 attempt += 1
@@ -116,18 +126,18 @@ package struct RequestRunner: Sendable {
         }
     }
 
-    /// The budget account `request` counts in (its deposit made): the base origin's, found once,
-    /// for a request to it; another origin's looked up. `nil` for a URL with no origin.
+    /// Counts `request` in its origin's budget account. Out of line: one call on the success path.
     @inline(never)
-    func budgetAccount(of request: HTTPRequest, context: RequestContext, budget: RetryBudget) -> RetryBudgetAccount? {
-        let found: RetryBudgetAccount?
-        if context.targetsBaseOrigin, let baseAccount {
-            found = baseAccount
-        } else {
-            found = Origin(request.url).map { budget.account(for: $0) }
-        }
-        found?.deposit(budget)
-        return found
+    func deposit(_ request: HTTPRequest, context: RequestContext, budgeting: Budgeting) {
+        budgetAccount(of: request, context: context, budget: budgeting.budget)?.deposit(budgeting.budget)
+    }
+
+    /// The budget account `request` counts in: the base origin's, found once, for a request to
+    /// it; another origin's looked up. `nil` for a URL with no origin, or with no budget.
+    func budgetAccount(of request: HTTPRequest, context: RequestContext, budget: RetryBudget?) -> RetryBudgetAccount? {
+        guard let budget else { return nil }
+        if context.targetsBaseOrigin, let baseAccount = budgeting?.baseAccount { return baseAccount }
+        return Origin(request.url).map { budget.account(for: $0) }
     }
 
     /// Whether the budget lets the request send one more attempt its caller did not ask for; a
@@ -180,8 +190,9 @@ package struct RequestRunner: Sendable {
     /// a retry waits its backoff. `attempt` counts from the last reconnect.
     func afterFailedAttempt(
         _ failure: NetworkError, response: HTTPResponse?, attempt: Int, request: HTTPRequest, plan: HookPlan,
-        context: RequestContext, timeout: Duration?, account: RetryBudgetAccount? = nil
+        context: RequestContext, timeout: Duration?
     ) async -> AfterFailure {
+        let account = budgetAccount(of: request, context: context, budget: retryBudget)
         let decided = await context.transfer?.decision(after: failure)
         switch decided {
         case .finish(let head): return .succeed(SettledResponse(head))

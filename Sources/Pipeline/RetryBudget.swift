@@ -1,3 +1,11 @@
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// How many requests a client may send that its caller did not: retries, event-stream
 /// reconnects, the retry after a token refresh. One budget per origin (scheme, host, port), kept
 /// over a sliding window (contract rule 19).
@@ -32,8 +40,8 @@ public final class RetryBudget: Sendable {
 
     /// Time since the budget was made, on its clock.
     let elapsed: any Stopwatch
-    /// The length of one of the window's ``RetryBudgetAccount/slots``.
-    let slotLength: Duration
+    /// The length of one of the window's slots, in nanoseconds.
+    let slotNanoseconds: Int64
     let accounts = Locked<[Origin: RetryBudgetAccount]>([:])
 
     /// Creates a budget.
@@ -53,7 +61,7 @@ public final class RetryBudget: Sendable {
         let window = min(max(window, .milliseconds(10)), .seconds(86_400 * 365))
         self.window = window
         self.maxOrigins = max(1, maxOrigins)
-        self.slotLength = window / RetryBudgetAccount.slotCount
+        self.slotNanoseconds = max(1, (window / RetryBudgetAccount.slotCount).nanoseconds)
         self.elapsed = startStopwatch(on: clock)
     }
 
@@ -100,13 +108,7 @@ public final class RetryBudget: Sendable {
     var floor: Double { minimumPerSecond * window.secondsValue }
 
     /// The slot `now` falls in.
-    func slot() -> Int64 {
-        let (seconds, attoseconds) = elapsed.elapsed().components
-        let (slotSeconds, slotAttoseconds) = slotLength.components
-        let now = Double(seconds) + Double(attoseconds) * 1e-18
-        let length = Double(slotSeconds) + Double(slotAttoseconds) * 1e-18
-        return Int64(min(now / length, 9e18))
-    }
+    func slot() -> Int64 { elapsed.nanoseconds() / slotNanoseconds }
 
     /// The account of `origin`, made if it has none. `pinned` keeps it through eviction (a client's
     /// base origin, whose account the client holds).
@@ -235,13 +237,27 @@ package struct RetryRefusal: Sendable, Hashable {
 /// Time since a start, on a clock: a clock behind an existential, read without generics at the
 /// call site (the budget and the circuit breaker take `any Clock<Duration>`, as the client does).
 package protocol Stopwatch: Sendable {
-    /// Time since the stopwatch started.
-    func elapsed() -> Duration
+    /// Nanoseconds since the stopwatch started.
+    func nanoseconds() -> Int64
 }
 
-/// A stopwatch started now on `clock`.
+/// A stopwatch started now on `clock`. A `ContinuousClock` is read directly, as whole nanoseconds
+/// (every request reads it once: `ContinuousClock.now` and `Duration` arithmetic cost several
+/// hundred instructions more).
 package func startStopwatch(on clock: any Clock<Duration>) -> any Stopwatch {
-    ClockStopwatch<ContinuousClock>.start(clock)
+    if clock is ContinuousClock { return ContinuousStopwatch() }
+    return ClockStopwatch<ContinuousClock>.start(clock)
+}
+
+extension Duration {
+    /// Whole nanoseconds, clamped to `Int64`.
+    package var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, overflowed) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return overflowed ? (seconds < 0 ? .min : .max) : sum
+    }
 }
 
 /// A ``Stopwatch`` on a concrete clock.
@@ -253,5 +269,23 @@ package struct ClockStopwatch<C: Clock>: Stopwatch where C.Duration == Duration 
         ClockStopwatch<Opened>(clock: clock, start: clock.now)
     }
 
-    package func elapsed() -> Duration { start.duration(to: clock.now) }
+    package func nanoseconds() -> Int64 { start.duration(to: clock.now).nanoseconds }
+}
+
+/// The continuous clock's time (the one `ContinuousClock` reads: it goes on while the machine
+/// sleeps), as nanoseconds since the stopwatch started.
+struct ContinuousStopwatch: Stopwatch {
+    let start = ContinuousStopwatch.read()
+
+    func nanoseconds() -> Int64 { Self.read() &- start }
+
+    static func read() -> Int64 {
+        #if canImport(Darwin)
+            return Int64(truncatingIfNeeded: clock_gettime_nsec_np(CLOCK_MONOTONIC_RAW))
+        #else
+            var time = timespec()
+            clock_gettime(CLOCK_BOOTTIME, &time)
+            return Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec)
+        #endif
+    }
 }

@@ -209,6 +209,15 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// off, a sink that accepts no level, one that accepts `.info` and `.error` (no per-attempt
     /// line), and one that accepts every level. `log-dropped` must cost what `log-off` costs.
     case logOff = "log-off", logDropped = "log-dropped", logInfo = "log-info", logAll = "log-all"
+    /// `noop0` with the client's retry budget off: `noop0` minus this is what the budget (on by
+    /// default) costs a request that succeeds at once.
+    case noop0Unbudgeted = "noop0-unbudgeted"
+    /// One `CircuitBreakerBehavior`, its circuit closed: compare with `intercept1` (one
+    /// pass-through `intercept` member) for the breaker's own cost.
+    case breaker
+    /// One `CircuitBreakerBehavior` whose circuit an operator isolated: every request fails at
+    /// once with `circuitOpen`, sending nothing (the failing-fast path).
+    case breakerOpen = "breaker-open"
 
     /// Sends `count` requests.
     public func run(_ count: Int) async throws {
@@ -274,6 +283,22 @@ public enum Scenario: String, CaseIterable, Sendable {
             return sending(client(behaviors, transport: EveryOtherFails()), movie)
         case .plainJSON:
             return sending(client([]), movie)
+        case .noop0Unbudgeted:
+            var configuration = NetworkClient.Configuration()
+            configuration.retryBudget = nil
+            return sending(NetworkClient(baseURL: base, transport: CannedTransport(), configuration: configuration), movies)
+        case .breaker:
+            return sending(client([CircuitBreakerBehavior()]), movies)
+        case .breakerOpen:
+            let breaker = CircuitBreaker()
+            if let origin = Origin(base) { breaker.isolate(origin) }
+            let client = client([CircuitBreakerBehavior(breaker)])
+            return { count in
+                for _ in 0..<count {
+                    // Each fails at once with `circuitOpen` (the calls the budget line names prove it).
+                    _ = try? await client.send(movies)
+                }
+            }
         case .realistic:
             return sending(client(realisticBehaviors()), movie)
         case .realisticUninterrupted:

@@ -3,8 +3,8 @@ public import ConveyorPipeline
 /// The state of every origin's circuit, shared by the ``CircuitBreakerBehavior``s given it.
 ///
 /// A circuit is **closed** while its origin answers: requests go through and their outcomes are
-/// counted over a sampling window. When at least ``Options/minimumThroughput`` attempts in the
-/// window have ended and at least ``Options/failureRatio`` of them failed (by the judgment
+/// counted over a sampling window. When an attempt fails, at least ``Options/minimumThroughput``
+/// attempts in the window have ended and at least ``Options/failureRatio`` of them failed (by the judgment
 /// ``RetryBehavior`` retries on: a timeout, a failed connection, 408, 429 or a 5xx gateway
 /// status), it **opens**: for ``Options/breakDuration`` every request to the origin fails at once
 /// with ``NetworkError/circuitOpen``, sending nothing. Then it is **half-open**: up to
@@ -75,7 +75,12 @@ public final class CircuitBreaker: Sendable {
     /// The most origins kept: 1,024 (one not used for a sampling window is forgotten first).
     public let maxOrigins: Int
     let elapsed: any Stopwatch
-    let circuits = Locked<[Origin: Circuit]>([:])
+    /// The options' durations in nanoseconds, the unit the circuits count in.
+    let breakNanoseconds: Int64
+    let slotNanoseconds: Int64
+    /// The circuits by origin, and the last one looked up (most clients talk to one origin:
+    /// comparing it is cheaper than hashing an origin).
+    let circuits = Locked<(all: [Origin: Circuit], last: (origin: Origin, circuit: Circuit)?)>(([:], nil))
     let onChange: (@Sendable (Origin, State) -> Void)?
 
     /// Creates a breaker with no open circuit.
@@ -92,76 +97,87 @@ public final class CircuitBreaker: Sendable {
         self.options = options
         self.maxOrigins = max(1, maxOrigins)
         self.elapsed = startStopwatch(on: clock)
+        self.breakNanoseconds = options.breakDuration.nanoseconds
+        self.slotNanoseconds = max(1, (options.samplingDuration / 10).nanoseconds)
         self.onChange = onChange
     }
 
     /// The state of `origin`'s circuit now.
     /// - Parameter origin: The origin.
     public func state(of origin: Origin) -> State {
-        let now = elapsed.elapsed()
-        return circuits.withLock { $0[origin]?.state(at: now) } ?? .closed
+        let now = elapsed.nanoseconds()
+        return circuits.withLock { $0.all[origin]?.state(at: now) } ?? .closed
     }
 
     /// Holds `origin`'s circuit open until ``close(_:)``: every request to it fails at once with
     /// ``NetworkError/circuitOpen`` (an operator's switch for an upstream known to be down).
     /// - Parameter origin: The origin.
     public func isolate(_ origin: Origin) {
-        change(origin) { circuit, _ in circuit.phase = .isolated }
+        change(origin) { $0.phase = .isolated }
     }
 
     /// Closes `origin`'s circuit and forgets its counts, whatever its state.
     /// - Parameter origin: The origin.
     public func close(_ origin: Origin) {
-        change(origin) { circuit, _ in circuit = Circuit() }
+        change(origin) { $0.reset() }
     }
 
-    private func change(_ origin: Origin, _ body: (inout Circuit, Duration) -> Void) {
-        let now = elapsed.elapsed()
+    private func change(_ origin: Origin, _ body: (Circuit) -> Void) {
+        let now = elapsed.nanoseconds()
         let new: State = circuits.withLock { circuits in
-            var circuit = circuits[origin] ?? Circuit()
-            body(&circuit, now)
-            circuits[origin] = circuit
+            let circuit = circuits.all[origin] ?? Circuit()
+            body(circuit)
+            circuits.all[origin] = circuit
             return circuit.state(at: now)
         }
         onChange?(origin, new)
     }
 
-    /// Whether a request to `origin` may be sent now: `nil` if so (as a probe when half-open),
-    /// else how long until it may.
-    package func admit(_ origin: Origin) -> Admission {
-        let now = elapsed.elapsed()
+    /// Whether a request to `origin` may be sent now (as a probe when half-open), and the circuit
+    /// its outcome is to be counted in.
+    package func admit(_ origin: Origin) -> (Admission, Circuit) {
+        let now = elapsed.nanoseconds()
         var changed: State?
-        let admission: Admission = circuits.withLock { circuits in
-            if let admission = circuits[origin]?.admit(at: now, options: options, changed: &changed) {
-                return admission  // in place: the circuit's counts are not copied
+        let result: (Admission, Circuit) = circuits.withLock { circuits in
+            let circuit: Circuit
+            if let last = circuits.last, last.origin == origin {
+                circuit = last.circuit
+            } else if let found = circuits.all[origin] {
+                circuit = found
+                circuits.last = (origin, found)
+            } else {
+                if circuits.all.count >= maxOrigins { evict(&circuits.all, now: now) }
+                circuit = Circuit()
+                circuits.all[origin] = circuit
+                circuits.last = (origin, circuit)
             }
-            if circuits.count >= maxOrigins { evict(&circuits, now: now) }
-            var circuit = Circuit()
-            let admission = circuit.admit(at: now, options: options, changed: &changed)
-            circuits[origin] = circuit
-            return admission
+            return (circuit.admit(at: now, breaker: self, changed: &changed), circuit)
         }
         if let changed { onChange?(origin, changed) }
-        return admission
+        return result
     }
 
-    /// Counts the outcome of a request ``admit(_:)`` let through.
-    package func record(_ origin: Origin, _ outcome: Outcome, probe: Bool) {
-        let now = elapsed.elapsed()
+    /// Counts the outcome of a request ``admit(_:)`` let through, in the circuit it returned.
+    package func record(_ outcome: Outcome, probe: Bool, in circuit: Circuit, origin: Origin) {
+        let now = elapsed.nanoseconds()
         var changed: State?
-        circuits.withLock { circuits in
-            // In place; an origin evicted meanwhile has nothing to count in.
-            circuits[origin]?.record(outcome, probe: probe, at: now, options: options, changed: &changed)
-        }
+        circuits.withLock { _ in circuit.record(outcome, probe: probe, at: now, breaker: self, changed: &changed) }
         if let changed { onChange?(origin, changed) }
+    }
+
+    /// Counts an outcome for `origin` (tests: an admission and its outcome in two calls).
+    package func record(_ origin: Origin, _ outcome: Outcome, probe: Bool) {
+        guard let circuit = circuits.withLock({ $0.all[origin] }) else { return }
+        record(outcome, probe: probe, in: circuit, origin: origin)
     }
 
     /// Makes room for one circuit: closed ones idle for a window go; if none did, the one idle
     /// longest that is not open.
-    private func evict(_ circuits: inout [Origin: Circuit], now: Duration) {
-        var oldest: (Origin, Duration)?
+    private func evict(_ circuits: inout [Origin: Circuit], now: Int64) {
+        let window = slotNanoseconds * 10
+        var oldest: (Origin, Int64)?
         for (origin, circuit) in circuits where circuit.phase == .closed && circuit.inFlightProbes == 0 {
-            if now - circuit.lastUsed >= options.samplingDuration {
+            if now - circuit.lastUsed >= window {
                 circuits[origin] = nil
             } else if oldest.map({ circuit.lastUsed < $0.1 }) ?? true {
                 oldest = (origin, circuit.lastUsed)
@@ -189,11 +205,12 @@ public final class CircuitBreaker: Sendable {
         case abandoned
     }
 
-    /// One origin's circuit.
-    struct Circuit {
+    /// One origin's circuit. Its fields are read and written only under the breaker's lock.
+    package final class Circuit: @unchecked Sendable {
+        // @unchecked: every field is only touched under the owning breaker's `circuits` lock.
         enum Phase: Equatable {
             case closed
-            case open(until: Duration)
+            case open(until: Int64)
             case halfOpen
             case isolated
         }
@@ -202,18 +219,24 @@ public final class CircuitBreaker: Sendable {
         /// Outcomes in the sampling window, in ten slots: (slot index, attempts, failures).
         var slots = [(index: Int64, attempts: Int, failures: Int)](repeating: (-1, 0, 0), count: 10)
         var inFlightProbes = 0
-        var lastUsed = Duration.zero
+        var lastUsed: Int64 = 0
 
-        func state(at now: Duration) -> State {
+        func reset() {
+            phase = .closed
+            slots = [(index: Int64, attempts: Int, failures: Int)](repeating: (-1, 0, 0), count: 10)
+            inFlightProbes = 0
+        }
+
+        func state(at now: Int64) -> State {
             switch phase {
             case .closed: .closed
-            case .open(let until): now < until ? .open(remaining: until - now) : .halfOpen
+            case .open(let until): now < until ? .open(remaining: .nanoseconds(until - now)) : .halfOpen
             case .halfOpen: .halfOpen
             case .isolated: .isolated
             }
         }
 
-        mutating func admit(at now: Duration, options: Options, changed: inout State?) -> Admission {
+        func admit(at now: Int64, breaker: CircuitBreaker, changed: inout State?) -> Admission {
             lastUsed = max(lastUsed, now)
             switch phase {
             case .closed:
@@ -221,53 +244,53 @@ public final class CircuitBreaker: Sendable {
             case .isolated:
                 return .refuse(retryAfter: .zero)
             case .open(let until):
-                if now < until { return .refuse(retryAfter: until - now) }
+                if now < until { return .refuse(retryAfter: .nanoseconds(until - now)) }
                 phase = .halfOpen
                 changed = .halfOpen
                 inFlightProbes = 0
                 fallthrough
             case .halfOpen:
-                guard inFlightProbes < options.probes else { return .refuse(retryAfter: .zero) }
+                guard inFlightProbes < breaker.options.probes else { return .refuse(retryAfter: .zero) }
                 inFlightProbes += 1
                 return .send(probe: true)
             }
         }
 
-        mutating func record(_ outcome: Outcome, probe: Bool, at now: Duration, options: Options, changed: inout State?) {
+        func record(_ outcome: Outcome, probe: Bool, at now: Int64, breaker: CircuitBreaker, changed: inout State?) {
             lastUsed = max(lastUsed, now)
             if probe {
                 inFlightProbes = max(0, inFlightProbes - 1)
                 guard phase == .halfOpen else { return }  // an operator changed it meanwhile
                 switch outcome {
                 case .success:
-                    self = Circuit()
-                    lastUsed = now
+                    reset()
                     changed = .closed
                 case .failure:
-                    phase = .open(until: now + options.breakDuration)
-                    changed = .open(remaining: options.breakDuration)
+                    phase = .open(until: now + breaker.breakNanoseconds)
+                    changed = .open(remaining: .nanoseconds(breaker.breakNanoseconds))
                 case .abandoned:
                     break
                 }
                 return
             }
             guard phase == .closed, outcome != .abandoned else { return }
-            let slotLength = options.samplingDuration / 10
-            let slot = Int64(min(now / slotLength, 9e18))
+            let slot = now / breaker.slotNanoseconds
             let position = Int(slot % 10)
             if slots[position].index != slot { slots[position] = (slot, 0, 0) }
             slots[position].attempts += 1
             if outcome == .failure { slots[position].failures += 1 }
+            guard outcome == .failure else { return }  // only a failure can open a circuit
             var attempts = 0
             var failures = 0
             for entry in slots where entry.index >= 0 && slot - entry.index < 10 {
                 attempts += entry.attempts
                 failures += entry.failures
             }
+            let options = breaker.options
             if attempts >= options.minimumThroughput && Double(failures) >= options.failureRatio * Double(attempts) {
-                phase = .open(until: now + options.breakDuration)
-                slots = Circuit().slots
-                changed = .open(remaining: options.breakDuration)
+                phase = .open(until: now + breaker.breakNanoseconds)
+                slots = [(index: Int64, attempts: Int, failures: Int)](repeating: (-1, 0, 0), count: 10)
+                changed = .open(remaining: .nanoseconds(breaker.breakNanoseconds))
             }
         }
     }
@@ -314,15 +337,16 @@ public struct CircuitBreakerBehavior: AttemptIntercepting {
     {
         guard let origin = (context.targetsBaseOrigin ? context.baseOrigin : nil) ?? Origin(context.originalRequest.url)
         else { return try await next(request) }
+        let (admission, circuit) = breaker.admit(origin)
         let probe: Bool
-        switch breaker.admit(origin) {
+        switch admission {
         case .send(let isProbe): probe = isProbe
         case .refuse(let wait): throw NetworkError.circuitOpen(origin: origin.description, retryAfter: wait)
         }
         do {
             let response = try await next(request)
             let failed = policy.isUpstreamFailure(nil, status: response.status)
-            breaker.record(origin, failed ? .failure : .success, probe: probe)
+            breaker.record(failed ? .failure : .success, probe: probe, in: circuit, origin: origin)
             return response
         } catch {
             let failure = NetworkError(transportError: error)
@@ -330,7 +354,7 @@ public struct CircuitBreakerBehavior: AttemptIntercepting {
                 failure.isCancellation
                 ? (context.attemptDeadlineHasPassed ? .failure : .abandoned)
                 : policy.isUpstreamFailure(failure, status: failure.status) ? .failure : .abandoned
-            breaker.record(origin, outcome, probe: probe)
+            breaker.record(outcome, probe: probe, in: circuit, origin: origin)
             throw error
         }
     }

@@ -1,0 +1,331 @@
+// The overload simulation (Docs/Resilience.md): real NetworkClients, real RetryBehavior, retry
+// budget and CircuitBreakerBehavior, against an in-memory upstream, on a virtual clock that one
+// driver steps event by event, so every run of a seed prints the same table.
+//
+//   swift run --package-path Benchmarks -c release overload-sim [--svg DIR]
+//
+// How it stays deterministic: every place a request can wait is ours (the upstream's latency,
+// the retry's backoff on the client's clock), and each parks on the simulator with a wake-up
+// time. The driver resumes the earliest parked task, then waits until it parks again or ends,
+// before it resumes the next: one task runs at a time, in virtual-time order.
+import Conveyor
+import Foundation
+
+// MARK: The simulator
+
+/// One parked task: when it wakes, and its continuation.
+struct Parked {
+    let time: Duration
+    let order: Int
+    let continuation: CheckedContinuation<Void, Never>
+}
+
+/// The virtual time and the parked tasks. Every member is used under `lock`.
+final class Simulator: @unchecked Sendable {
+    // @unchecked: every stored property is read and written under `lock`.
+    private let lock = NSLock()
+    private var time = Duration.zero
+    private var parked: [Parked] = []  // sorted by (time, order)
+    private var order = 0
+    /// One element each time the running task parks or ends.
+    let steps: AsyncStream<Void>
+    private let stepped: AsyncStream<Void>.Continuation
+
+    init() {
+        (steps, stepped) = AsyncStream.makeStream(bufferingPolicy: .unbounded)
+    }
+
+    var now: Duration { lock.withLock { time } }
+
+    /// Parks the calling task until `wake`; the driver resumes it then.
+    func park(until wake: Duration) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            lock.withLock {
+                order += 1
+                let entry = Parked(time: max(wake, time), order: order, continuation: continuation)
+                let index = parked.firstIndex { ($0.time, $0.order) > (entry.time, entry.order) } ?? parked.count
+                parked.insert(entry, at: index)
+            }
+            stepped.yield()
+        }
+    }
+
+    /// The running task ended.
+    func ended() { stepped.yield() }
+
+    /// The earliest parked task's wake-up time.
+    var nextWake: Duration? { lock.withLock { parked.first?.time } }
+
+    /// Moves the time to the earliest parked task's and resumes it.
+    func resumeNext() {
+        let next: Parked? = lock.withLock {
+            guard !parked.isEmpty else { return nil }
+            let first = parked.removeFirst()
+            time = first.time
+            return first
+        }
+        next?.continuation.resume()
+    }
+
+    /// Moves the time forward to `instant` (an arrival).
+    func advance(to instant: Duration) { lock.withLock { time = max(time, instant) } }
+}
+
+/// The simulator's time as a `Clock`: `sleep` parks on the simulator.
+struct SimClock: Clock {
+    struct Instant: InstantProtocol {
+        var offset: Duration
+        func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
+        func duration(to other: Instant) -> Duration { other.offset - offset }
+        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
+    }
+
+    let simulator: Simulator
+    var now: Instant { Instant(offset: simulator.now) }
+    var minimumResolution: Duration { .nanoseconds(1) }
+
+    func sleep(until deadline: Instant, tolerance: Duration?) async throws {
+        await simulator.park(until: deadline.offset)
+        try Task.checkCancellation()
+    }
+}
+
+// MARK: The upstream
+
+/// What the upstream does at a moment of the run.
+struct Incident: Sendable {
+    /// From when to when every request fails with a 503.
+    var outage: Range<Duration>
+}
+
+/// Every attempt that reached the upstream: when, and whether it was served.
+final class UpstreamLog: @unchecked Sendable {
+    // @unchecked: `entries` is only touched under `lock`.
+    private let lock = NSLock()
+    private var entries: [(time: Duration, served: Bool)] = []
+    func record(_ time: Duration, served: Bool) { lock.withLock { entries.append((time, served)) } }
+    var all: [(time: Duration, served: Bool)] { lock.withLock { entries } }
+}
+
+/// An upstream with a fixed latency that fails every request during the incident's outage.
+struct SimUpstream: HTTPTransport {
+    let simulator: Simulator
+    let incident: Incident
+    let latency: Duration
+    let log: UpstreamLog
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let arrived = simulator.now
+        let down = incident.outage.contains(arrived)
+        log.record(arrived, served: !down)
+        await simulator.park(until: arrived + latency)
+        return HTTPResponse(status: down ? 503 : 200, request: request)
+    }
+}
+
+// MARK: A run
+
+/// One way of configuring the clients.
+enum Setup: String, CaseIterable {
+    case retryAlone = "RetryBehavior alone (before)"
+    case budget = "retry budget (default)"
+    case budgetAndBreaker = "retry budget + circuit breaker"
+}
+
+/// How one logical request went.
+struct Outcome {
+    let arrival: Duration
+    let succeeded: Bool
+    let end: Duration
+}
+
+struct RunResult {
+    let setup: Setup
+    let outcomes: [Outcome]
+    let attempts: [(time: Duration, served: Bool)]
+}
+
+/// 50 clients, 10 requests a second each, for `length`; the upstream down during `incident`.
+func run(_ setup: Setup, incident: Incident, length: Duration, clients: Int = 50, rate: Int = 10, seed: UInt64) async
+    -> RunResult
+{
+    let simulator = Simulator()
+    let clock = SimClock(simulator: simulator)
+    let log = UpstreamLog()
+    let upstream = SimUpstream(simulator: simulator, incident: incident, latency: .milliseconds(10), log: log)
+    var networkClients: [NetworkClient] = []
+    for index in 0..<clients {
+        var configuration = NetworkClient.Configuration(clock: clock)
+        configuration.retryBudget = setup == .retryAlone ? nil : RetryBudget(clock: clock)
+        let policy = RetryPolicy(
+            maxAttempts: 3, baseDelay: .seconds(1), jitter: .full(using: SplitMix(state: seed &+ UInt64(index))))
+        let breaker = CircuitBreaker(clock: clock)
+        networkClients.append(
+            NetworkClient(baseURL: URL(string: "http://upstream.sim")!, transport: upstream, configuration: configuration) {
+                RetryBehavior(policy)
+                if setup == .budgetAndBreaker { CircuitBreakerBehavior(breaker) }
+            })
+    }
+    // Arrivals: client i sends at i/(clients·rate) + k/rate seconds, spread evenly.
+    let gap = Duration.seconds(1) / rate
+    let offset = gap / clients
+    let perClient = Int((length / gap).rounded(.down))
+    var arrivals: [(time: Duration, client: Int)] = []
+    for k in 0..<perClient {
+        for client in 0..<clients { arrivals.append((gap * k + offset * client, client)) }
+    }
+    let results = ResultLog()
+    var nextArrival = 0
+    var running = 0
+    let request = Request<Void>(path: "/item")
+    while true {
+        let wake = simulator.nextWake
+        if nextArrival < arrivals.count, wake.map({ arrivals[nextArrival].time <= $0 }) ?? true {
+            let (time, index) = arrivals[nextArrival]
+            nextArrival += 1
+            simulator.advance(to: time)
+            let client = networkClients[index]
+            running += 1
+            Task {
+                let succeeded: Bool
+                do {
+                    try await client.send(request)
+                    succeeded = true
+                } catch {
+                    succeeded = false
+                }
+                results.add(Outcome(arrival: time, succeeded: succeeded, end: simulator.now))
+                simulator.ended()
+            }
+        } else if wake != nil {
+            simulator.resumeNext()
+        } else {
+            break
+        }
+        // Wait until the task that ran parks again or ends.
+        for await _ in simulator.steps { break }
+    }
+    return RunResult(setup: setup, outcomes: results.all, attempts: log.all)
+}
+
+final class ResultLog: @unchecked Sendable {
+    // @unchecked: `outcomes` is only touched under `lock`.
+    private let lock = NSLock()
+    private var outcomes: [Outcome] = []
+    func add(_ outcome: Outcome) { lock.withLock { outcomes.append(outcome) } }
+    var all: [Outcome] { lock.withLock { outcomes } }
+}
+
+/// SplitMix64: a seeded generator for the jitter.
+struct SplitMix: RandomNumberGenerator, Sendable {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+// MARK: Figures
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) * 1e-18 }
+}
+
+/// Attempts per request made during the outage: attempts that reached the upstream while it was
+/// down, over requests that arrived while it was down.
+func attemptsPerRequest(_ result: RunResult, _ incident: Incident) -> Double {
+    let attempts = result.attempts.filter { incident.outage.contains($0.time) }.count
+    let requests = result.outcomes.filter { incident.outage.contains($0.arrival) }.count
+    return Double(attempts) / Double(max(1, requests))
+}
+
+/// Seconds after the outage ends until every following one-second window has at least 95 % of
+/// its arriving requests succeeding.
+func recovery(_ result: RunResult, _ incident: Incident, length: Duration) -> Double? {
+    let end = incident.outage.upperBound
+    var windows: [(start: Double, ratio: Double)] = []
+    var start = end
+    while start + .seconds(1) <= length {
+        let arrived = result.outcomes.filter { $0.arrival >= start && $0.arrival < start + .seconds(1) }
+        let ratio = Double(arrived.filter(\.succeeded).count) / Double(max(1, arrived.count))
+        windows.append(((start - end).seconds, ratio))
+        start += .seconds(1)
+    }
+    guard let last = windows.lastIndex(where: { $0.ratio < 0.95 }) else { return 0 }
+    return last + 1 < windows.count ? windows[last + 1].start : nil
+}
+
+/// Per second: attempts the upstream received and requests that succeeded.
+func perSecond(_ result: RunResult, length: Duration) -> (attempts: [Int], goodput: [Int]) {
+    let seconds = Int(length.seconds.rounded(.up))
+    var attempts = [Int](repeating: 0, count: seconds)
+    var goodput = [Int](repeating: 0, count: seconds)
+    for attempt in result.attempts where Int(attempt.time.seconds) < seconds { attempts[Int(attempt.time.seconds)] += 1 }
+    for outcome in result.outcomes where outcome.succeeded && Int(outcome.end.seconds) < seconds {
+        goodput[Int(outcome.end.seconds)] += 1
+    }
+    return (attempts, goodput)
+}
+
+/// A line chart of attempts per second at the upstream for each setup, the outage shaded.
+func svg(_ results: [RunResult], incident: Incident, length: Duration) -> String {
+    let width = 720.0
+    let height = 300.0
+    let left = 50.0
+    let bottom = 40.0
+    let series = results.map { perSecond($0, length: length).attempts }
+    let top = Double(series.flatMap { $0 }.max() ?? 1) * 1.1
+    let seconds = Double(series.first?.count ?? 1)
+    func x(_ second: Double) -> Double { left + (width - left - 10) * second / seconds }
+    func y(_ value: Double) -> Double { height - bottom - (height - bottom - 10) * value / top }
+    let colors = ["#c0392b", "#2980b9", "#27ae60"]
+    var out = """
+        <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height + 60))" font-family="sans-serif" font-size="12">
+        <rect x="\(x(incident.outage.lowerBound.seconds))" y="10" width="\(x(incident.outage.upperBound.seconds) - x(incident.outage.lowerBound.seconds))" height="\(height - bottom - 10)" fill="#eee"/>
+        <text x="\(x(incident.outage.lowerBound.seconds) + 4)" y="24">upstream down (every request: 503)</text>
+        <line x1="\(left)" y1="\(y(0))" x2="\(width - 10)" y2="\(y(0))" stroke="#333"/>
+        <line x1="\(left)" y1="10" x2="\(left)" y2="\(y(0))" stroke="#333"/>
+        <text x="\(left)" y="\(height - bottom + 16)">0 s</text>
+        <text x="\(x(seconds) - 30)" y="\(height - bottom + 16)">\(Int(seconds)) s</text>
+        <text x="4" y="\(y(top / 1.1) + 4)">\(Int(top / 1.1))</text>
+        <text x="4" y="\(y(0) + 4)">0</text>
+        <text x="\(left + 4)" y="\(height - bottom + 32)">attempts per second reaching the upstream, 50 clients sending 500 requests a second in all</text>
+
+        """
+    for (index, values) in series.enumerated() {
+        let points = values.enumerated().map { "\(x(Double($0.offset) + 0.5)),\(y(Double($0.element)))" }.joined(separator: " ")
+        out += "<polyline fill=\"none\" stroke=\"\(colors[index % 3])\" stroke-width=\"2\" points=\"\(points)\"/>\n"
+        out += "<rect x=\"\(left + 4)\" y=\"\(height + 4 + Double(index) * 16)\" width=\"12\" height=\"4\" fill=\"\(colors[index % 3])\"/>"
+        out += "<text x=\"\(left + 22)\" y=\"\(height + 10 + Double(index) * 16)\">\(results[index].setup.rawValue)</text>\n"
+    }
+    return out + "</svg>\n"
+}
+
+// MARK: Main
+
+let arguments = CommandLine.arguments.dropFirst()
+let svgDirectory = arguments.firstIndex(of: "--svg").flatMap { arguments.index(after: $0) < arguments.endIndex ? arguments[arguments.index(after: $0)] : nil }
+let length = Duration.seconds(120)
+let incident = Incident(outage: .seconds(30)..<.seconds(90))
+var results: [RunResult] = []
+for setup in Setup.allCases {
+    results.append(await run(setup, incident: incident, length: length, seed: 19))
+}
+print("Outage: 50 clients × 10 requests/s, the upstream answers 503 to everything from 30 s to 90 s")
+print("(RetryPolicy: 3 attempts, 1 s base, full jitter, seeded; upstream latency 10 ms; virtual time)")
+print("")
+print("| setup | requests | attempts per request during the outage | goodput ≥ 95 % again after the outage |")
+print("|---|---:|---:|---:|")
+for result in results {
+    let perRequest = attemptsPerRequest(result, incident)
+    let back = recovery(result, incident, length: length).map { String(format: "%.0f s", $0) } ?? "not within the run"
+    print("| \(result.setup.rawValue) | \(result.outcomes.count) | \(String(format: "%.2f", perRequest)) | \(back) |")
+}
+if let svgDirectory {
+    let path = URL(fileURLWithPath: svgDirectory).appendingPathComponent("overload-outage.svg")
+    try svg(results, incident: incident, length: length).write(to: path, atomically: true, encoding: .utf8)
+    print("\nwrote \(path.path)")
+}
