@@ -86,7 +86,11 @@ package struct RequestRunner: Sendable {
         var runStart = 1
         var began = false
         let timeout = request.timeout?.clampedForConveyor
-        if let budgeting { deposit(request, context: context, budgeting: budgeting) }
+        // Only a request that can be sent again counts: one whose chain can decide a retry, or
+        // whose taker can reconnect. A request that cannot pays nothing for the budget.
+        if let budgeting, !plan.retryDecision.isEmpty || context.transfer != nil {
+            deposit(request, context: context, budgeting: budgeting)
+        }
         while true {
             let failure: NetworkError
             let response: HTTPResponse?

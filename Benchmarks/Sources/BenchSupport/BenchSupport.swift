@@ -209,9 +209,12 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// off, a sink that accepts no level, one that accepts `.info` and `.error` (no per-attempt
     /// line), and one that accepts every level. `log-dropped` must cost what `log-off` costs.
     case logOff = "log-off", logDropped = "log-dropped", logInfo = "log-info", logAll = "log-all"
-    /// `noop0` with the client's retry budget off: `noop0` minus this is what the budget (on by
-    /// default) costs a request that succeeds at once.
+    /// `noop0` with the client's retry budget off. A chain that cannot retry pays nothing for the
+    /// budget: `noop0` costs what this costs.
     case noop0Unbudgeted = "noop0-unbudgeted"
+    /// One `RetryBehavior`, every request answered at once, with the default retry budget and
+    /// without one: the difference is what the budget costs a request that could be retried.
+    case retryOnly = "retry-only", retryOnlyUnbudgeted = "retry-only-unbudgeted"
     /// One `CircuitBreakerBehavior`, its circuit closed: compare with `intercept1` (one
     /// pass-through `intercept` member) for the breaker's own cost.
     case breaker
@@ -280,13 +283,27 @@ public enum Scenario: String, CaseIterable, Sendable {
                 behavior is RetryBehavior
                     ? RetryBehavior(RetryPolicy(maxAttempts: 2, baseDelay: .zero, jitter: .none)) : behavior
             }
-            return sending(client(behaviors, transport: EveryOtherFails()), movie)
+            // Every request is retried once: a budget of a fifth would refuse most retries. This one
+            // allows them all and still runs (its cost is in the figure).
+            var configuration = NetworkClient.Configuration()
+            configuration.retryBudget = RetryBudget(ratio: 1)
+            return sending(
+                NetworkClient(baseURL: base, transport: EveryOtherFails(), configuration: configuration) { behaviors },
+                movie)
         case .plainJSON:
             return sending(client([]), movie)
         case .noop0Unbudgeted:
             var configuration = NetworkClient.Configuration()
             configuration.retryBudget = nil
             return sending(NetworkClient(baseURL: base, transport: CannedTransport(), configuration: configuration), movies)
+        case .retryOnly:
+            return sending(client([RetryBehavior()]), movies)
+        case .retryOnlyUnbudgeted:
+            var configuration = NetworkClient.Configuration()
+            configuration.retryBudget = nil
+            return sending(
+                NetworkClient(baseURL: base, transport: CannedTransport(), configuration: configuration) { RetryBehavior() },
+                movies)
         case .breaker:
             return sending(client([CircuitBreakerBehavior()]), movies)
         case .breakerOpen:
