@@ -1,5 +1,6 @@
 @testable import ConveyorBehaviors
 import ConveyorPipeline
+import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
@@ -151,7 +152,11 @@ import Testing
     /// An attempt its timeout ended is a failure of the origin.
     @Test func anAttemptThatTimesOutCountsAsAFailure() async {
         let timeouts = ManualClock()
-        let breaker = CircuitBreaker(options: .init(minimumThroughput: 1), clock: ManualClock())
+        // The abandoned attempt counts when its task ends, just after the request did: the test
+        // waits for the breaker to say it opened (a watchdog ends a run where it never does).
+        let (opened, opening) = AsyncStream<CircuitBreaker.State>.makeStream()
+        let breaker = CircuitBreaker(
+            options: .init(minimumThroughput: 1), clock: ManualClock(), onChange: { _, state in opening.yield(state) })
         let mock = MockTransport()
         mock.enqueue(.hang)
         let client = client(mock, breaker, timeoutClock: timeouts)
@@ -166,8 +171,14 @@ import Testing
         while mock.requests.isEmpty { await Task.yield() }
         timeouts.advance(by: .seconds(10))
         #expect(await request.value == "timedOut")
-        // The abandoned attempt counts when its task ends, just after the request did.
-        await waitUntil { breaker.state(of: Self.origin) != .closed }
+        let watchdog = Watchdog(seconds: 60, "the timed-out attempt was never counted")
+        defer { watchdog.disarm() }
+        var first: CircuitBreaker.State?
+        for await state in opened {
+            first = state
+            break
+        }
+        #expect(first == .open(remaining: .seconds(5)))
         #expect(breaker.state(of: Self.origin) == .open(remaining: .seconds(5)))
     }
 
@@ -301,10 +312,4 @@ private actor BreakerGate {
         for waiter in waiters { waiter.resume() }
         waiters = []
     }
-}
-
-/// Yields until `condition` holds (at most 10,000 times: a hang fails instead of blocking).
-private func waitUntil(_ condition: () -> Bool) async {
-    for _ in 0..<10_000 where !condition() { await Task.yield() }
-    #expect(condition())
 }
