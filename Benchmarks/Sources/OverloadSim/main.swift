@@ -333,6 +333,26 @@ if ProcessInfo.processInfo.environment["OVERLOAD_SIM_DEBUG"] != nil {
         print(result.setup.rawValue, ratios.joined(separator: " "))
     }
 }
+// What the guide promises, checked on every run (CI runs this): the budget holds an outage to at
+// most 1.25 attempts per request (a fifth, and the floor), the breaker's clients are back within
+// one break duration (5 s), and without either the clients send their policy's three attempts.
+var broken: [String] = []
+for result in results {
+    let perRequest = attemptsPerRequest(result, incident)
+    switch result.setup {
+    case .retryAlone where perRequest < 2.5: broken.append("without a budget, \(perRequest) attempts per request: the outage did not happen")
+    case .budget where perRequest > 1.25: broken.append("with the budget, \(perRequest) attempts per request (at most 1.25)")
+    case .budgetAndBreaker where perRequest > 1.25: broken.append("with budget and breaker, \(perRequest) attempts per request")
+    default: break
+    }
+    if result.setup == .budgetAndBreaker, (recovery(result, incident, length: length) ?? .infinity) > 5 {
+        broken.append("with the breaker, goodput not back within one break duration (5 s)")
+    }
+}
+if !broken.isEmpty {
+    print("overload-sim: " + broken.joined(separator: "; "))
+    exit(1)
+}
 if let svgDirectory {
     let path = URL(fileURLWithPath: svgDirectory).appendingPathComponent("overload-outage.svg")
     try svg(results, incident: incident, length: length).write(to: path, atomically: true, encoding: .utf8)
