@@ -324,15 +324,6 @@ for result in results {
     let back = recovery(result, incident, length: length).map { String(format: "%.0f s", $0) } ?? "not within the run"
     print("| \(result.setup.rawValue) | \(result.outcomes.count) | \(String(format: "%.2f", perRequest)) | \(back) |")
 }
-if ProcessInfo.processInfo.environment["OVERLOAD_SIM_DEBUG"] != nil {
-    for result in results {
-        let ratios = stride(from: 84, to: 99, by: 1).map { second -> String in
-            let arrived = result.outcomes.filter { $0.arrival >= .seconds(second) && $0.arrival < .seconds(second + 1) }
-            return String(format: "%.2f", Double(arrived.filter(\.succeeded).count) / Double(max(1, arrived.count)))
-        }
-        print(result.setup.rawValue, ratios.joined(separator: " "))
-    }
-}
 // What the guide promises, checked on every run (CI runs this): the budget holds an outage to at
 // most 1.25 attempts per request (a fifth, and the floor), the breaker's clients are back within
 // one break duration (5 s), and without either the clients send their policy's three attempts.
