@@ -145,9 +145,14 @@ package struct RequestRunner: Sendable {
     }
 
     /// Whether the budget lets the request send one more attempt its caller did not ask for; a
-    /// refusal is noted in the context (the logging behavior says why the request ended).
-    func budgetAllowsResending(_ account: RetryBudgetAccount?, context: RequestContext) -> Bool {
+    /// refusal is noted in the context (the logging behavior says why the request ended). An
+    /// `exempt` resend (after progress, or with a refreshed credential) is counted, never refused.
+    func budgetAllowsResending(_ account: RetryBudgetAccount?, exempt: Bool, context: RequestContext) -> Bool {
         guard let account, let retryBudget else { return true }
+        if exempt {
+            account.countExempt(retryBudget)
+            return true
+        }
         if account.withdraw(retryBudget) { return true }
         context.noteRetryRefused(RetryRefusal(origin: account.origin))
         return false
@@ -212,11 +217,7 @@ package struct RequestRunner: Sendable {
             }
             // A refused reconnect ends the stream with what ended the last connection. One after a
             // connection that delivered events is counted, never refused: the stream was working.
-            if progressed {
-                if let account, let retryBudget { account.countExempt(retryBudget) }
-            } else if !budgetAllowsResending(account, context: context) {
-                return .end(failure)
-            }
+            guard budgetAllowsResending(account, exempt: progressed, context: context) else { return .end(failure) }
             let wait = delay.clampedForConveyor
             if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
             if Task.isCancelled || context.isCancelled { return .end(.cancelled) }
@@ -237,11 +238,8 @@ package struct RequestRunner: Sendable {
         // A refused retry ends the request with the failure it would have retried: the server's
         // answer or the transport's error, not a new error that hides it. A retry with a credential
         // just refreshed is counted, never refused (at most one per refresh of a request).
-        if context.takeRetryWithNewCredential() {
-            if let account, let retryBudget { account.countExempt(retryBudget) }
-        } else if !budgetAllowsResending(account, context: context) {
-            return .end(failure)
-        }
+        let withNewCredential = context.takeRetryWithNewCredential()
+        guard budgetAllowsResending(account, exempt: withNewCredential, context: context) else { return .end(failure) }
         let wait = delay.clampedForConveyor
         if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
         if Task.isCancelled || context.isCancelled { return .end(.cancelled) }
