@@ -73,12 +73,17 @@ package struct Deadline: Sendable {
     /// Whether the deadline has passed on its clock: read where a result arrives, so that a
     /// deadline holds even when the task sleeping until it has not been run yet (a busy machine).
     func hasPassed() -> Bool { end.hasPassed() }
+
+    /// How long until the deadline passes (zero once it has), or `nil` for an idle deadline,
+    /// which activity can push back.
+    func remaining() -> Duration? { end.remaining() }
 }
 
 /// An instant on a clock, behind an existential so that ``Deadline`` is not generic.
 private protocol DeadlineEnd: Sendable {
     func sleep() async throws
     func hasPassed() -> Bool
+    func remaining() -> Duration?
 }
 
 private final class ClockInstant<C: Clock<Duration>>: DeadlineEnd {
@@ -90,6 +95,7 @@ private final class ClockInstant<C: Clock<Duration>>: DeadlineEnd {
     }
     func sleep() async throws { try await clock.sleep(until: instant, tolerance: nil) }
     func hasPassed() -> Bool { clock.now >= instant }
+    func remaining() -> Duration? { max(.zero, clock.now.duration(to: instant)) }
 }
 
 /// Pushes an idle deadline back: bytes arrived.
@@ -147,6 +153,8 @@ private final class IdleInstant<C: Clock<Duration>>: DeadlineEnd, IdleActivity {
         let (instant, holds) = last.withLock { $0 }
         return holds == 0 && clock.now >= instant.advanced(by: idle)
     }
+
+    func remaining() -> Duration? { nil }
 }
 
 /// Sleeps on a clock. On the system clocks the sleep is a dispatch timer that cancellation

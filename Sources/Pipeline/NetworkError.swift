@@ -53,7 +53,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
     public var file: String? { storage.file }
     /// The failure after which a retry was refused (``notRetryable``).
     public var after: NetworkError? { storage.after }
-    /// How long until the refusing mechanism lets requests through again (``circuitOpen``).
+    /// How long until the refusing mechanism lets requests through again (``circuitOpen``, ``rateLimited``).
     public var retryAfter: Duration? { storage.retryAfter }
 
     /// The HTTP status, for the kinds that keep a response.
@@ -259,6 +259,19 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
         NetworkError("circuitOpen", Storage(reason: origin, retryAfter: retryAfter))
     }
 
+    /// A rate limiter (``RateLimitBehavior``) held the request back and would have had to hold
+    /// it longer than it may wait (its `maxWait`, or the attempt's timeout): the request failed
+    /// at once, without being sent, so that the origin's quota is not exceeded. ``retryAfter``
+    /// says when the limiter next lets a request through; ``reason`` names the origin.
+    public static let rateLimited = NetworkError("rateLimited")
+    /// A ``rateLimited`` error.
+    /// - Parameters:
+    ///   - origin: The origin whose quota is spent, as `scheme://host:port`.
+    ///   - retryAfter: How long until the limiter lets a request to it through.
+    public static func rateLimited(origin: String, retryAfter: Duration) -> NetworkError {
+        NetworkError("rateLimited", Storage(reason: origin, retryAfter: retryAfter))
+    }
+
     // MARK: Text
 
     /// A short English explanation with no secrets in it.
@@ -290,6 +303,8 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
         case "notRetryable": "\(after?.description ?? "") (not retried: \(reason ?? ""))"
         case "circuitOpen":
             "The circuit for \(reason ?? "the origin") is open: not sent (next try in \(Self.seconds(retryAfter)))"
+        case "rateLimited":
+            "The rate limit for \(reason ?? "the origin") is reached: not sent (next send in \(Self.seconds(retryAfter)))"
         default: name
         }
     }

@@ -252,6 +252,13 @@ public final class RequestContext: Sendable {
         state.withLock { $0.value(AttemptDeadline.self) }?.hasPassed() ?? false
     }
 
+    /// How long the attempt in flight has left before its deadline, or `nil` when it has no fixed
+    /// one (no timeout, an event stream's idle timeout, or a chain with no `intercept` member).
+    /// Read by the rate limiter, which fails an attempt at once rather than wait past it.
+    package var attemptTimeRemaining: Duration? {
+        state.withLock { $0.value(AttemptDeadline.self) }?.remaining()
+    }
+
     /// The deadline of the attempt in flight: kept with the request's values, written only when
     /// an attempt with a deadline has an `intercept` member, so other requests carry nothing more.
     private enum AttemptDeadline: RequestContextKey { static let defaultValue: Deadline? = nil }
@@ -264,6 +271,17 @@ public final class RequestContext: Sendable {
     package func noteRetryRefused(_ refusal: RetryRefusal) {
         state.withLock { $0.set(refusal, for: RefusedRetry.self) }
     }
+
+    /// How long the rate limiter held this request's attempts back in all, if it did. Read by
+    /// the logging behavior.
+    package var pacedFor: Duration? { state.withLock { $0.value(PacedFor.self) } }
+
+    /// Adds `wait` to the time the rate limiter held this request back.
+    package func notePaced(_ wait: Duration) {
+        state.withLock { $0.set(($0.value(PacedFor.self) ?? .zero) + wait, for: PacedFor.self) }
+    }
+
+    private enum PacedFor: RequestContextKey { static let defaultValue: Duration? = nil }
 
     private enum RefusedRetry: RequestContextKey { static let defaultValue: RetryRefusal? = nil }
 

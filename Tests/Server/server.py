@@ -242,6 +242,11 @@ class Handler(BaseHTTPRequestHandler):
         elif url.path == "/bytes":
             count = int(arg("count", "0"))
             self.send(200, (bytes(range(256)) * (count // 256 + 1))[:count], "application/octet-stream")
+        elif url.path == "/quota":
+            self.quota(arg)
+        elif url.path == "/quota/count":  # how many /quota?key= requests were served and refused
+            key = arg("key", "")
+            self.send(200, {"served": counters.get("quota/ok/" + key, 0), "refused": counters.get("quota/no/" + key, 0)})
         elif len(parts) >= 2 and parts[0] == "counter":
             count = bump("counter/" + parts[1], reset=parts[-1] == "reset" and len(parts) == 3)
             self.send(200, {"name": parts[1], "count": count})
@@ -334,6 +339,34 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, {name: found})
         else:
             self.send(404, {"error": "not found"})
+
+    # --- RateLimitBehavior's route (Tests/ConveyorBehaviorsTests/RateLimitLoopbackTests.swift) ---
+    # /quota?key=<k>&limit=<n>&window=<seconds>&form=x|ietf|retry
+    #   a quota of n requests per window for key k, the window starting at its first request.
+    #   Within it: 200 announcing what is left (X-RateLimit-Remaining/-Reset/-Limit, or the IETF
+    #   draft's RateLimit/RateLimit-Policy); past it: 429 with Retry-After (the announcement too,
+    #   except with form=retry, which announces nothing but the Retry-After).
+    def quota(self, arg):
+        key, limit, window = arg("key", ""), int(arg("limit", "5")), float(arg("window", "60"))
+        form = arg("form", "x")
+        now = time.monotonic()
+        with counters_lock:
+            start = counters.setdefault("quota/start/" + key, now)
+            if now - start >= window:
+                start = counters["quota/start/" + key] = now
+                counters["quota/used/" + key] = 0
+            used = counters["quota/used/" + key] = counters.get("quota/used/" + key, 0) + 1
+            served = used <= limit
+            counters[("quota/ok/" if served else "quota/no/") + key] = counters.get(("quota/ok/" if served else "quota/no/") + key, 0) + 1
+        left, reset = max(0, limit - used), max(1, int(start + window - now + 0.999))
+        headers = []
+        if form == "x":
+            headers = [("X-RateLimit-Limit", str(limit)), ("X-RateLimit-Remaining", str(left)), ("X-RateLimit-Reset", str(reset))]
+        elif form == "ietf":
+            headers = [("RateLimit-Policy", '"quota";q=%d;w=%d' % (limit, int(window))), ("RateLimit", '"quota";r=%d;t=%d' % (left, reset))]
+        if not served:
+            headers.append(("Retry-After", str(reset)))
+        self.send(200 if served else 429, {"left": left}, headers=headers)
 
     # --- CacheBehavior's routes (Tests/ConveyorBehaviorsTests/CacheEndToEndTests.swift) -------
     # /cache/<name>?cc=<Cache-Control>&etag=<ETag>&lm=<Last-Modified>&vary=<header name>

@@ -146,6 +146,7 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
             metadata["server.port"] = String(origin.port)
         }
         if let elapsed = context[Elapsed.self] { metadata["conveyor.duration_ms"] = Self.milliseconds(elapsed()) }
+        if let paced = context.pacedFor { metadata["conveyor.ratelimit.waited_ms"] = Self.milliseconds(paced) }
         return metadata
     }
 
