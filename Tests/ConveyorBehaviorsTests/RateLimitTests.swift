@@ -330,6 +330,17 @@ struct SplitMix {
         #expect(outcomes.last?.metadata["conveyor.ratelimit.waited_ms"] == "3000.000")
     }
 
+    /// Every scenario of the contract (failures, retries, cancellation mid-flight and in a backoff
+    /// wait, 20 concurrent requests) leaves no attempt counted in flight.
+    @Test func theBehaviorKeepsTheContract() async {
+        let limiter = RateLimiter(quota: .init(10_000, per: .seconds(1)))
+        let check = BehaviorContractCheck(RateLimitBehavior(limiter)) {
+            limiter.accounts.withLock { $0.values.reduce(0) { $0 + $1.inFlight } }
+        }
+        let violations = await check.run()
+        #expect(violations.isEmpty, "\(violations)")
+    }
+
     @Test func clampedSettings() {
         #expect(RateLimiter.Quota(0, per: .zero) == .init(1, per: .milliseconds(10)))
         #expect(RateLimiter.Quota(.max, per: .seconds(1e9)) == .init(100_000, per: .seconds(86_400)))
