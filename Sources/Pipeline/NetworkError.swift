@@ -259,10 +259,12 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible, CustomDebu
         NetworkError("circuitOpen", Storage(reason: origin, retryAfter: retryAfter))
     }
 
-    /// A rate limiter (``RateLimitBehavior``) held the request back and would have had to hold
-    /// it longer than it may wait (its `maxWait`, or the attempt's timeout): the request failed
-    /// at once, without being sent, so that the origin's quota is not exceeded. ``retryAfter``
-    /// says when the limiter next lets a request through; ``reason`` names the origin.
+    /// A limiter held the request back and could not let it through in the time it may wait
+    /// (its `maxWait`, or the attempt's timeout): a ``RateLimitBehavior`` whose quota is spent,
+    /// or a ``ConcurrencyLimitBehavior`` whose queue is full or whose places did not free in
+    /// time. The request failed at once, without being sent, so that the origin is not sent more
+    /// than it takes. ``retryAfter`` says when the limiter next lets a request through (zero when
+    /// it depends on answers still to come); ``reason`` names the origin.
     public static let rateLimited = NetworkError("rateLimited")
     /// A ``rateLimited`` error.
     /// - Parameters:

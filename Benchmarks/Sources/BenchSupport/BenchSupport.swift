@@ -221,6 +221,12 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// One `CircuitBreakerBehavior` whose circuit an operator isolated: every request fails at
     /// once with `circuitOpen`, sending nothing (the failing-fast path).
     case breakerOpen = "breaker-open"
+    /// One `RateLimitBehavior` following only what the origin announces (the canned answers
+    /// announce nothing): compare with `intercept1` for the limiter's own cost.
+    case ratelimit
+    /// One `RateLimitBehavior` with a client quota (100,000 a second, never reached): the sliding
+    /// log's cost per send.
+    case ratelimitQuota = "ratelimit-quota"
 
     /// Sends `count` requests.
     public func run(_ count: Int) async throws {
@@ -306,6 +312,10 @@ public enum Scenario: String, CaseIterable, Sendable {
                 movies)
         case .breaker:
             return sending(client([CircuitBreakerBehavior()]), movies)
+        case .ratelimit:
+            return sending(client([RateLimitBehavior()]), movies)
+        case .ratelimitQuota:
+            return sending(client([RateLimitBehavior(Conveyor.RateLimiter(quota: Conveyor.RateLimiter.Quota(100_000, per: Duration.seconds(1))))]), movies)
         case .breakerOpen:
             let breaker = CircuitBreaker()
             if let origin = Origin(base) { breaker.isolate(origin) }

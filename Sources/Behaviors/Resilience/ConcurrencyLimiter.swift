@@ -1,0 +1,355 @@
+public import ConveyorPipeline
+
+/// Limits the attempts in flight to each origin, and learns the limit from how the origin
+/// answers (AIMD, as Netflix's concurrency-limits and TCP do): shared by the
+/// ``ConcurrencyLimitBehavior``s given it.
+///
+/// Each origin starts at ``Options/initialLimit``. An attempt that the origin answered in good
+/// time raises the limit by `1 / limit` (one more per round of `limit` answers) while the limit
+/// is in use (at least half of it in flight); an attempt that failed as the retry rule judges
+/// failures (a timeout, a failed connection, 408, 429, 5xx gateway statuses) or that took more
+/// than ``Options/latencyTolerance`` times the origin's fastest recent answer lowers it to
+/// ``Options/backoffRatio`` of itself. So a healthy origin gets more in flight, and a slowing or
+/// failing one gets fewer before its queue grows.
+///
+/// Attempts over the limit wait, first come first served, in a queue of at most
+/// ``Options/maxQueue`` per origin, for at most ``Options/maxWait`` and never past their timeout;
+/// one that cannot wait fails at once with ``NetworkError/rateLimited``.
+///
+/// ```swift
+/// let limiter = ConcurrencyLimiter(options: .init(initialLimit: 10, maxLimit: 64))
+/// let client = NetworkClient(baseURL: api) {
+///     RetryBehavior()
+///     ConcurrencyLimitBehavior(limiter)
+/// }
+/// ```
+public final class ConcurrencyLimiter: Sendable {
+    /// How the limit starts, moves and waits.
+    public struct Options: Sendable, Hashable {
+        /// The limit an origin starts with: 20.
+        public var initialLimit: Int
+        /// The lowest the limit goes: 1.
+        public var minLimit: Int
+        /// The highest the limit goes: 200.
+        public var maxLimit: Int
+        /// What a failure or a slow answer multiplies the limit by: 0.9.
+        public var backoffRatio: Double
+        /// An answer slower than this many times the origin's fastest recent one counts as a sign
+        /// of overload: 2.
+        public var latencyTolerance: Double
+        /// The most attempts waiting per origin: 100. One more fails at once.
+        public var maxQueue: Int
+        /// The longest an attempt waits for a place: 10 s.
+        public var maxWait: Duration
+
+        /// Creates options (clamped: limits to 1…10,000 with `minLimit ≤ initialLimit ≤ maxLimit`,
+        /// the ratio to 0.1…0.99, the tolerance to at least 1.1, the queue to 0…100,000, the wait
+        /// to 0 … a day).
+        /// - Parameters:
+        ///   - initialLimit: The limit an origin starts with.
+        ///   - minLimit: The lowest the limit goes.
+        ///   - maxLimit: The highest the limit goes.
+        ///   - backoffRatio: What a failure or a slow answer multiplies the limit by.
+        ///   - latencyTolerance: How many times the fastest recent answer counts as slow.
+        ///   - maxQueue: The most attempts waiting per origin.
+        ///   - maxWait: The longest an attempt waits for a place.
+        public init(
+            initialLimit: Int = 20, minLimit: Int = 1, maxLimit: Int = 200, backoffRatio: Double = 0.9,
+            latencyTolerance: Double = 2, maxQueue: Int = 100, maxWait: Duration = .seconds(10)
+        ) {
+            self.minLimit = min(max(1, minLimit), 10_000)
+            self.maxLimit = min(max(self.minLimit, maxLimit), 10_000)
+            self.initialLimit = min(max(self.minLimit, initialLimit), self.maxLimit)
+            self.backoffRatio = backoffRatio.isNaN ? 0.9 : min(max(0.1, backoffRatio), 0.99)
+            self.latencyTolerance = latencyTolerance.isNaN ? 2 : max(1.1, latencyTolerance)
+            self.maxQueue = min(max(0, maxQueue), 100_000)
+            self.maxWait = min(maxWait.clampedForConveyor, .seconds(86_400))
+        }
+    }
+
+    /// What the limiter knows of an origin now.
+    public struct Snapshot: Sendable, Hashable {
+        /// Attempts that may be in flight at once now.
+        public var limit: Int
+        /// Attempts in flight.
+        public var inFlight: Int
+        /// Attempts waiting for a place.
+        public var queued: Int
+        /// Attempts failed with ``NetworkError/rateLimited`` since the limiter was created.
+        public var rejected: Int
+    }
+
+    /// How the limit starts, moves and waits.
+    public let options: Options
+    /// The most origins kept: 1,024 (one with nothing in flight or waiting, used longest ago,
+    /// is forgotten first).
+    public let maxOrigins: Int
+    let elapsed: any Stopwatch
+    let clock: any Clock<Duration>
+    let policy: RetryPolicy
+    let onChange: (@Sendable (Origin, Int) -> Void)?
+    let origins = Locked<[Origin: Account]>([:])
+
+    /// Creates a limiter.
+    /// - Parameters:
+    ///   - options: How the limit starts, moves and waits.
+    ///   - policy: Whose judgment of a failure lowers the limit (the statuses ``RetryBehavior``
+    ///     retries); the default policy's by default.
+    ///   - maxOrigins: The most origins kept.
+    ///   - clock: The clock latencies and waits are measured on; tests inject a `ManualClock`.
+    ///   - onChange: Told when an origin's whole limit changes (after it did, outside the lock):
+    ///     for a log line or a metric.
+    public init(
+        options: Options = Options(), policy: RetryPolicy = RetryPolicy(), maxOrigins: Int = 1_024,
+        clock: any Clock<Duration> = ContinuousClock(), onChange: (@Sendable (Origin, Int) -> Void)? = nil
+    ) {
+        self.options = options
+        self.policy = policy
+        self.maxOrigins = max(1, maxOrigins)
+        self.clock = clock
+        self.elapsed = startStopwatch(on: clock)
+        self.onChange = onChange
+    }
+
+    /// What the limiter knows of `origin` now.
+    /// - Parameter origin: The origin.
+    public func snapshot(for origin: Origin) -> Snapshot {
+        origins.withLock { origins in
+            guard let account = origins[origin] else {
+                return Snapshot(limit: options.initialLimit, inFlight: 0, queued: 0, rejected: 0)
+            }
+            return Snapshot(
+                limit: Int(account.limit), inFlight: account.inFlight, queued: account.queue.count,
+                rejected: account.rejected)
+        }
+    }
+
+    /// Takes a place for one attempt to `origin`: at once, or after waiting in its queue.
+    /// - Parameters:
+    ///   - origin: The origin.
+    ///   - within: The longest the attempt may wait besides ``Options/maxWait`` (its timeout's rest).
+    /// - Returns: When the attempt started, for ``release(_:started:outcome:)``.
+    /// - Throws: ``NetworkError/rateLimited`` when the queue is full or no place came in time;
+    ///   `CancellationError` when the task is cancelled while waiting.
+    package func acquire(_ origin: Origin, within: Duration?) async throws -> Int64 {
+        let ticket: Int? = origins.withLock { origins in
+            let account = self.account(for: origin, in: &origins)
+            if account.inFlight < Int(account.limit) && account.queue.isEmpty {
+                account.inFlight += 1
+                return nil
+            }
+            guard account.queue.count < options.maxQueue, within.map({ $0 > .zero }) ?? true, options.maxWait > .zero
+            else {
+                account.rejected += 1
+                return -1
+            }
+            account.nextTicket += 1
+            account.queue.append(Waiter(ticket: account.nextTicket))
+            return account.nextTicket
+        }
+        guard let ticket else { return elapsed.nanoseconds() }
+        guard ticket >= 0 else { throw NetworkError.rateLimited(origin: origin.description, retryAfter: .zero) }
+        try await wait(ticket, origin: origin, longest: min(options.maxWait, within ?? .conveyorMaximum))
+        return elapsed.nanoseconds()
+    }
+
+    /// Waits in `origin`'s queue until a place is handed over, `longest` passes, or the task is
+    /// cancelled; a place handed over too late is given back.
+    private func wait(_ ticket: Int, origin: Origin, longest: Duration) async throws {
+        let admitted = (try? await waitOrTimeOut(ticket, origin: origin, longest: longest)) ?? false
+        // The queue may have handed over a place as the wait ended: keep it only when admitted.
+        let placed = origins.withLock { origins -> Bool in
+            guard let account = origins[origin] else { return false }
+            if let index = account.queue.firstIndex(where: { $0.ticket == ticket }) {
+                account.queue.remove(at: index)
+                return false
+            }
+            return account.placed.remove(ticket) != nil
+        }
+        if admitted && placed && !Task.isCancelled { return }
+        if placed { release(origin, started: nil, failed: nil) }
+        if Task.isCancelled { throw CancellationError() }
+        origins.withLock { $0[origin]?.rejected += 1 }
+        throw NetworkError.rateLimited(origin: origin.description, retryAfter: .zero)
+    }
+
+    /// `true` when a place was handed over, `false` when `longest` passed first.
+    private func waitOrTimeOut(_ ticket: Int, origin: Origin, longest: Duration) async throws -> Bool {
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                try await withTaskCancellationHandler {
+                    try await withCheckedThrowingContinuation { continuation in
+                        let resumeNow: Bool = self.origins.withLock { origins in
+                            guard let waiter = origins[origin]?.queue.first(where: { $0.ticket == ticket }) else {
+                                return true  // already handed a place, or given up
+                            }
+                            waiter.continuation = continuation
+                            return false
+                        }
+                        if resumeNow { continuation.resume() }
+                    }
+                    return true
+                } onCancel: {
+                    self.giveUp(ticket, origin: origin)
+                }
+            }
+            group.addTask {
+                try await Self.sleep(longest, on: self.clock)
+                return false
+            }
+            let first = try await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
+    private func giveUp(_ ticket: Int, origin: Origin) {
+        let continuation = origins.withLock { origins -> CheckedContinuation<Void, any Error>? in
+            guard let account = origins[origin], let index = account.queue.firstIndex(where: { $0.ticket == ticket })
+            else { return nil }
+            return account.queue.remove(at: index).continuation
+        }
+        continuation?.resume(throwing: CancellationError())
+    }
+
+    private static func sleep<C: Clock<Duration>>(_ wait: Duration, on clock: C) async throws {
+        try await TimerSleep.sleep(until: clock.now.advanced(by: wait), on: clock)
+    }
+
+    /// Ends an attempt ``acquire(_:within:)`` let through: moves the limit by how it went and
+    /// hands its place to the next waiting attempt.
+    /// - Parameters:
+    ///   - origin: The origin.
+    ///   - started: What ``acquire(_:within:)`` returned, or `nil` for a place given back unused.
+    ///   - failed: Whether the origin failed (`true`), answered (`false`), or the attempt ended
+    ///     without saying anything of it (`nil`: cancelled).
+    package func release(_ origin: Origin, started: Int64?, failed: Bool?) {
+        let now = elapsed.nanoseconds()
+        var changed: Int?
+        var next: CheckedContinuation<Void, any Error>?
+        var handed = false
+        origins.withLock { origins in
+            guard let account = origins[origin] else { return }
+            let before = Int(account.limit)
+            if let started, let failed {
+                account.adjust(latency: now - started, failed: failed, at: now, options: options)
+            }
+            account.inFlight = max(0, account.inFlight - 1)
+            account.lastUsed = now
+            if account.inFlight < Int(account.limit), !account.queue.isEmpty {
+                let waiter = account.queue.removeFirst()
+                account.inFlight += 1
+                account.placed.insert(waiter.ticket)
+                next = waiter.continuation
+                handed = true
+            }
+            if Int(account.limit) != before { changed = Int(account.limit) }
+        }
+        if handed { next?.resume() }
+        if let changed { onChange?(origin, changed) }
+    }
+
+    private func account(for origin: Origin, in origins: inout [Origin: Account]) -> Account {
+        if let found = origins[origin] { return found }
+        if origins.count >= maxOrigins {
+            let idle = origins.filter { $0.value.inFlight == 0 && $0.value.queue.isEmpty }
+                .min { $0.value.lastUsed < $1.value.lastUsed }
+            if let key = idle?.key { origins[key] = nil }
+        }
+        let account = Account(limit: Double(options.initialLimit))
+        origins[origin] = account
+        return account
+    }
+
+    /// An attempt waiting for a place.
+    final class Waiter: @unchecked Sendable {
+        // @unchecked: `continuation` is only touched under the owning limiter's `origins` lock.
+        let ticket: Int
+        var continuation: CheckedContinuation<Void, any Error>?
+        init(ticket: Int) { self.ticket = ticket }
+    }
+
+    /// One origin's limit and queue. Its fields are read and written only under the limiter's lock.
+    final class Account: @unchecked Sendable {
+        // @unchecked: every field is only touched under the owning limiter's `origins` lock.
+        var limit: Double
+        var inFlight = 0
+        var queue: [Waiter] = []
+        /// Tickets handed a place by ``release(_:started:failed:)`` whose waiter has not taken it yet.
+        var placed = Set<Int>()
+        var nextTicket = 0
+        var rejected = 0
+        var lastUsed: Int64 = 0
+        /// The fastest answer in this window and the one before (windows of 10 s): the floor
+        /// slowness is measured against, forgotten within 20 s when the route changes.
+        var fastest: (window: Int64, current: Int64, previous: Int64) = (-1, .max, .max)
+
+        init(limit: Double) { self.limit = limit }
+
+        func adjust(latency: Int64, failed: Bool, at now: Int64, options: Options) {
+            let window = now / 10_000_000_000
+            if window != fastest.window {
+                fastest = (window, .max, window == fastest.window + 1 ? fastest.current : .max)
+            }
+            let floor = min(fastest.current, fastest.previous)
+            let slow = floor != .max && floor > 0 && Double(latency) > options.latencyTolerance * Double(floor)
+            if !failed { fastest.current = min(fastest.current, max(1, latency)) }
+            if failed || slow {
+                limit = max(Double(options.minLimit), limit * options.backoffRatio)
+            } else if Double(inFlight) * 2 >= limit {
+                limit = min(Double(options.maxLimit), limit + 1 / limit)
+            }
+        }
+    }
+}
+
+/// Holds the attempts in flight to each origin to a limit a ``ConcurrencyLimiter`` learns from the
+/// origin's answers: more while it answers fast, fewer when it slows down or fails; the rest wait
+/// in a bounded queue or fail at once with ``NetworkError/rateLimited``.
+///
+/// An `intercept` member, run per attempt. Put it after ``RetryBehavior`` and
+/// ``RateLimitBehavior`` and before ``CircuitBreakerBehavior``.
+///
+/// ```swift
+/// let client = NetworkClient(baseURL: api) {
+///     RetryBehavior()
+///     ConcurrencyLimitBehavior()
+/// }
+/// ```
+public struct ConcurrencyLimitBehavior: AttemptIntercepting {
+    /// The name used in errors and logs and by `.named(_:)` exclusions.
+    public let name: String
+    /// The limits this behavior holds attempts to.
+    public let limiter: ConcurrencyLimiter
+
+    /// Creates the behavior.
+    /// - Parameters:
+    ///   - limiter: The limits; pass one instance to several clients to share them.
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions.
+    public init(_ limiter: ConcurrencyLimiter = ConcurrencyLimiter(), name: String? = nil) {
+        self.name = name ?? String(describing: Self.self)
+        self.limiter = limiter
+    }
+
+    /// Takes a place for the attempt (waiting for one if need be), sends it, and moves the limit
+    /// by how it went.
+    public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        guard let origin = (context.targetsBaseOrigin ? context.baseOrigin : nil) ?? Origin(context.originalRequest.url)
+        else { return try await next(request) }
+        let started = try await limiter.acquire(origin, within: context.attemptTimeRemaining)
+        do {
+            let response = try await next(request)
+            limiter.release(origin, started: started, failed: limiter.policy.isUpstreamFailure(nil, status: response.status))
+            return response
+        } catch {
+            let failed: Bool? =
+                error.isCancellation
+                ? (context.attemptDeadlineHasPassed ? true : nil)
+                : limiter.policy.isUpstreamFailure(error, status: error.status) ? true : nil
+            limiter.release(origin, started: started, failed: failed)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,226 @@
+@testable import ConveyorBehaviors
+import ConveyorPipeline
+import ConveyorTestSupport
+import ConveyorTesting
+import Foundation
+import Testing
+
+@Suite struct ConcurrencyLimiterTests {
+    static let origin = Origin(apiURL)!
+
+    func client(_ mock: MockTransport, _ limiter: ConcurrencyLimiter, timeout: Duration? = nil) -> NetworkClient {
+        var configuration = NetworkClient.Configuration(clock: ImmediateClock())
+        configuration.timeout = timeout
+        configuration.retryBudget = nil
+        return NetworkClient(baseURL: apiURL, transport: mock, configuration: configuration) {
+            ConcurrencyLimitBehavior(limiter)
+        }
+    }
+
+    func send(_ client: NetworkClient, _ path: String = "/x") async -> Result<Void, NetworkError> {
+        do throws(NetworkError) {
+            try await client.send(Request<Void>(path: path))
+            return .success(())
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Waits until `condition` holds (each check yields to the other tasks; no time passes).
+    func until(_ condition: () -> Bool) async {
+        for _ in 0..<100_000 where !condition() { await Task.yield() }
+    }
+
+    @Test func attemptsOverTheLimitWaitInOrderAndGoAsPlacesFree() async {
+        let limiter = ConcurrencyLimiter(options: .init(initialLimit: 2, maxLimit: 2), clock: ManualClock())
+        let mock = MockTransport()
+        let gates = (0..<5).map { _ in LimiterGate() }
+        for index in 0..<5 {
+            mock.stub(nil, "/v1/\(index)", reply: .handler { _ in await gates[index].wait(); return .status(200) })
+        }
+        let client = client(mock, limiter)
+        var tasks: [Task<Result<Void, NetworkError>, Never>] = []
+        for index in 0..<5 {
+            tasks.append(Task { await self.send(client, "/\(index)") })
+            await until { limiter.snapshot(for: Self.origin).inFlight + limiter.snapshot(for: Self.origin).queued == index + 1 }
+        }
+        #expect(limiter.snapshot(for: Self.origin) == .init(limit: 2, inFlight: 2, queued: 3, rejected: 0))
+        #expect(mock.requests.map(\.url.path) == ["/v1/0", "/v1/1"])
+        await gates[1].open()
+        await until { mock.requests.count == 3 }
+        #expect(mock.requests.map(\.url.path) == ["/v1/0", "/v1/1", "/v1/2"])  // first come, first served
+        for gate in gates { await gate.open() }
+        for task in tasks { #expect(await task.value.isSuccess) }
+        #expect(limiter.snapshot(for: Self.origin).inFlight == 0)
+    }
+
+    @Test func aFullQueueFailsAtOnceWithoutSending() async {
+        let limiter = ConcurrencyLimiter(options: .init(initialLimit: 1, maxLimit: 1, maxQueue: 1), clock: ManualClock())
+        let mock = MockTransport()
+        let gate = LimiterGate()
+        mock.stub(nil, "/v1/x", reply: .handler { _ in await gate.wait(); return .status(200) })
+        let client = client(mock, limiter)
+        let first = Task { await self.send(client) }
+        await until { limiter.snapshot(for: Self.origin).inFlight == 1 }
+        let second = Task { await self.send(client) }
+        await until { limiter.snapshot(for: Self.origin).queued == 1 }
+        guard case .failure(let error) = await send(client) else { Issue.record("sent"); return }
+        #expect(NetworkError.rateLimited ~= error && error.reason == "https://api.test:443")
+        await gate.open()
+        let (one, two) = (await first.value, await second.value)
+        #expect(one.isSuccess && two.isSuccess)
+        #expect(mock.requests.count == 2)
+        #expect(limiter.snapshot(for: Self.origin).rejected == 1)
+    }
+
+    @Test func aWaitLongerThanMaxWaitFailsAndGivesNothingAway() async {
+        let clock = ManualClock()
+        let limiter = ConcurrencyLimiter(options: .init(initialLimit: 1, maxLimit: 1, maxWait: .seconds(3)), clock: clock)
+        let mock = MockTransport()
+        let gate = LimiterGate()
+        mock.stub(nil, "/v1/x", reply: .handler { _ in await gate.wait(); return .status(200) })
+        let client = client(mock, limiter)
+        let first = Task { await self.send(client) }
+        await until { limiter.snapshot(for: Self.origin).inFlight == 1 }
+        let second = Task { await self.send(client) }
+        await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(3))
+        guard case .failure(let error) = await second.value else { Issue.record("sent"); return }
+        #expect(NetworkError.rateLimited ~= error)
+        await gate.open()
+        #expect(await first.value.isSuccess)
+        #expect(mock.requests.count == 1)
+        #expect(limiter.snapshot(for: Self.origin) == .init(limit: 1, inFlight: 0, queued: 0, rejected: 1))
+    }
+
+    @Test func aRequestCancelledWhileWaitingLeavesTheQueue() async {
+        let limiter = ConcurrencyLimiter(options: .init(initialLimit: 1, maxLimit: 1), clock: ManualClock())
+        let mock = MockTransport()
+        let gate = LimiterGate()
+        mock.stub(nil, "/v1/x", reply: .handler { _ in await gate.wait(); return .status(200) })
+        let client = client(mock, limiter)
+        let first = Task { await self.send(client) }
+        await until { limiter.snapshot(for: Self.origin).inFlight == 1 }
+        let second = Task { await self.send(client) }
+        await until { limiter.snapshot(for: Self.origin).queued == 1 }
+        second.cancel()
+        guard case .failure(let error) = await second.value else { Issue.record("sent"); return }
+        #expect(error == .cancelled)
+        #expect(limiter.snapshot(for: Self.origin).queued == 0)
+        await gate.open()
+        #expect(await first.value.isSuccess)
+        #expect(await send(client).isSuccess)
+        #expect(mock.requests.count == 2)
+        #expect(limiter.snapshot(for: Self.origin).inFlight == 0)
+    }
+
+    @Test func failuresLowerTheLimitAndAnswersAtFullUseRaiseIt() async {
+        let limiter = ConcurrencyLimiter(options: .init(initialLimit: 10, minLimit: 2, maxLimit: 12), clock: ManualClock())
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/x", reply: .status(503))
+        let client = client(mock, limiter)
+        for _ in 0..<5 { _ = await send(client) }
+        #expect(limiter.snapshot(for: Self.origin).limit == 5)  // 10 × 0.9⁵ = 5.9
+        for _ in 0..<50 { _ = await send(client) }
+        #expect(limiter.snapshot(for: Self.origin).limit == 2)  // never below minLimit
+        // 4xx the caller caused never lower it.
+        mock.reset()
+        mock.stub(nil, "/v1/x", reply: .status(404))
+        for _ in 0..<20 { _ = await send(client) }
+        #expect(limiter.snapshot(for: Self.origin).limit >= 2)
+
+        // One at a time is at least half of a limit of 2: each answer raises it by 1 / limit.
+        let account = ConcurrencyLimiter.Account(limit: 2)
+        let options = ConcurrencyLimiter.Options(minLimit: 1, maxLimit: 12)
+        account.inFlight = 1
+        account.adjust(latency: 1_000, failed: false, at: 0, options: options)
+        #expect(account.limit == 2.5)
+        // In use below half: no rise (the limit is not what holds the origin back).
+        account.inFlight = 1
+        account.limit = 4
+        account.adjust(latency: 1_000, failed: false, at: 1, options: options)
+        #expect(account.limit == 4)
+    }
+
+    @Test func anAnswerSlowerThanTwiceTheFloorLowersTheLimit() {
+        let options = ConcurrencyLimiter.Options(initialLimit: 10, maxLimit: 100)
+        let account = ConcurrencyLimiter.Account(limit: 10)
+        account.inFlight = 10
+        account.adjust(latency: 100_000_000, failed: false, at: 0, options: options)  // 100 ms: the floor
+        #expect(account.limit == 10.1)
+        account.adjust(latency: 190_000_000, failed: false, at: 1, options: options)  // within 2×
+        #expect(account.limit > 10.1)
+        let before = account.limit
+        account.adjust(latency: 201_000_000, failed: false, at: 2, options: options)  // slower than 2×
+        #expect(account.limit == before * 0.9)
+        // The floor is forgotten within two windows: a route that became slower is the new normal.
+        account.adjust(latency: 300_000_000, failed: false, at: 25_000_000_000, options: options)
+        let settled = account.limit
+        account.adjust(latency: 300_000_000, failed: false, at: 25_000_000_001, options: options)
+        #expect(account.limit > settled)
+    }
+
+    /// Generated runs of answers (fast, slow, failed, at any use): the limit stays within its
+    /// bounds and moves only as the rule says.
+    @Test func theLimitStaysInItsBoundsOverGeneratedRuns() {
+        var random = SplitMix(seed: 4)
+        for _ in 0..<40 {
+            let minLimit = Int(random.next() % 5) + 1
+            let maxLimit = minLimit + Int(random.next() % 50)
+            let options = ConcurrencyLimiter.Options(initialLimit: maxLimit, minLimit: minLimit, maxLimit: maxLimit)
+            let account = ConcurrencyLimiter.Account(limit: Double(options.initialLimit))
+            var now: Int64 = 0
+            for _ in 0..<500 {
+                now += Int64(random.next() % 2_000_000_000)
+                account.inFlight = Int(random.next() % UInt64(maxLimit + 1))
+                let failed = random.next() % 4 == 0
+                let before = account.limit
+                account.adjust(latency: Int64(random.next() % 500_000_000) + 1, failed: failed, at: now, options: options)
+                #expect(account.limit >= Double(minLimit) && account.limit <= Double(maxLimit))
+                if failed { #expect(account.limit == max(Double(minLimit), before * 0.9)) }
+            }
+        }
+    }
+
+    @Test func theBehaviorKeepsTheContract() async {
+        // The check holds 20 attempts at once until all have arrived, and its failing scenarios lower the
+        // limit: never below 20, or the 21st would wait for a place only an answer frees.
+        let limiter = ConcurrencyLimiter(options: .init(initialLimit: 20, minLimit: 20, maxLimit: 32))
+        let check = BehaviorContractCheck(ConcurrencyLimitBehavior(limiter)) {
+            limiter.origins.withLock { $0.values.reduce(0) { $0 + $1.inFlight + $1.queue.count + $1.placed.count } }
+        }
+        let violations = await check.run()
+        #expect(violations.isEmpty, "\(violations)")
+    }
+
+    @Test func clampedOptions() {
+        let options = ConcurrencyLimiter.Options(
+            initialLimit: -5, minLimit: 0, maxLimit: .max, backoffRatio: .nan, latencyTolerance: 0, maxQueue: -1,
+            maxWait: .seconds(-1))
+        #expect(options.minLimit == 1 && options.initialLimit == 1 && options.maxLimit == 10_000)
+        #expect(options.backoffRatio == 0.9 && options.latencyTolerance == 1.1 && options.maxQueue == 0)
+        #expect(options.maxWait == .zero)
+    }
+}
+
+extension Result {
+    var isSuccess: Bool {
+        if case .success = self { return true }
+        return false
+    }
+}
+
+/// Holds answers until opened.
+private actor LimiterGate {
+    var isOpen = false
+    var waiters: [CheckedContinuation<Void, Never>] = []
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+    func open() {
+        isOpen = true
+        for waiter in waiters { waiter.resume() }
+        waiters = []
+    }
+}
