@@ -302,6 +302,67 @@ import Testing
         }
     }
 
+    /// Testing.md: "a fault or an answer comes before the request body is read, so a one-shot
+    /// upload can still be retried".
+    @Test func aOneShotUploadFaultedBeforeItsBodyWasReadIsRetried() async throws {
+        final class First: @unchecked Sendable {
+            // @unchecked: `taken` is only touched under `lock`.
+            private let lock = NSLock()
+            private var taken = false
+            func take() -> Bool { lock.withLock { defer { taken = true }; return !taken } }
+        }
+        let first = First()
+        let mock = MockTransport()
+        mock.stub(.put, "/upload", reply: .status(200))
+        let chaos = ChaosTransport(wrapping: mock, seed: 1, fault: .init(rate: 1), scope: { _ in first.take() })
+        let client = NetworkClient(baseURL: api, transport: chaos, configuration: .init(clock: ImmediateClock())) {
+            RetryBehavior(RetryPolicy(maxAttempts: 2, jitter: .none))
+        }
+        let once = AsyncStream<Data> { continuation in
+            continuation.yield(Data("one shot".utf8))
+            continuation.finish()
+        }
+        let upload = Request<Void>(method: .put, path: "/upload", body: .stream(once, length: 8))
+        try await client.send(upload)
+        #expect(Self.numbers(chaos.counts) == [2, 0, 1, 0, 1])
+        #expect(mock.requests.map(\.bodyText) == ["one shot"])
+    }
+
+    /// The example of Testing.md, "A misbehaving upstream", as written there.
+    @Test func aFlakyUpstreamCostsItAtMostAFifthMoreAttempts() async throws {
+        let upstream = MockTransport()
+        upstream.stub(.get, "/movies", reply: .rawJSON("[]"))
+        let chaos = ChaosTransport(
+            wrapping: upstream, seed: 42,
+            fault: .init(rate: 0.3),
+            latency: .init(rate: 0.2, delay: .seconds(2)),
+            answer: .init(rate: 0.1, status: 503),
+            clock: ImmediateClock())
+        let client = NetworkClient(
+            baseURL: URL(string: "https://api.test")!, transport: chaos, configuration: .init(clock: ImmediateClock())
+        ) {
+            RetryBehavior(RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(10), jitter: .none))
+        }
+
+        var loaded = 0
+        for _ in 0..<100 {
+            do {
+                let _: [String] = try await client.get("/movies")
+                loaded += 1
+            } catch {
+                // A 503 or a lost connection, when the retries ran out or the budget refused one.
+                #expect(NetworkError.status(503) ~= error || NetworkError.connectionFailed ~= error, "\(error)")
+            }
+        }
+
+        #expect(loaded == chaos.counts.passedThrough)
+        #expect(upstream.requests.count == chaos.counts.passedThrough)
+        #expect(chaos.counts.attempts <= 100 + 20)
+        // What the example does not say: chaos really happened, and the budget was what held it.
+        #expect(chaos.counts.faults > 0 && chaos.counts.answers > 0 && chaos.counts.delayed > 0)
+        #expect(chaos.counts.attempts > 100)
+    }
+
     // MARK: - Composed with the retry budget and the circuit breaker
 
     /// Records what each attempt that reached the chaos transport met, in order.
