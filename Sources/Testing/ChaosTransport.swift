@@ -13,7 +13,7 @@ public import Foundation
 ///     wrapping: upstream, seed: 42,
 ///     fault: .init(rate: 0.3),                                              // URLError(.networkConnectionLost)
 ///     latency: .init(rate: 0.1, delay: .seconds(2)),
-///     answer: .init(rate: 0.1, status: 503, headers: ["Retry-After": "1"]),
+///     answer: .init(rate: 0.1, reply: .status(503, headers: ["Retry-After": "1"])),
 ///     clock: ImmediateClock())
 /// let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: chaos) { RetryBehavior() }
 /// ```
@@ -30,14 +30,13 @@ public import Foundation
 /// Streaming stays streaming: a wrapped ``Conveyor/StreamingHTTPTransport`` gets the transfer; a
 /// wrapped plain transport gets the body stream read into the body first and its response body
 /// handed to the transfer afterwards (what the client does for it); an injected answer's body goes
-/// to the transfer the same way. ``counts`` says what was injected.
+/// to the transfer as ``MockTransport`` hands it over. ``counts`` says what was injected.
 public final class ChaosTransport: StreamingHTTPTransport, Sendable {
-    /// Faults: the attempt throws `error` instead of being sent.
+    /// Faults: the attempt throws an error instead of being sent.
     public struct Fault: Sendable {
         /// The part of the attempts in scope that fail, 0...1.
-        public let rate: Double
-        /// What they throw.
-        public let error: any Error
+        package let rate: Double
+        package let error: any Error
 
         /// Creates a fault.
         /// - Parameters:
@@ -50,12 +49,11 @@ public final class ChaosTransport: StreamingHTTPTransport, Sendable {
         }
     }
 
-    /// Latency: the attempt waits `delay` on the transport's clock, then goes on.
+    /// Latency: the attempt waits on the transport's clock, then goes on.
     public struct Latency: Sendable {
         /// The part of the attempts in scope that wait, 0...1.
-        public let rate: Double
-        /// How long they wait.
-        public let delay: Duration
+        package let rate: Double
+        package let delay: Duration
 
         /// Creates latency.
         /// - Parameters:
@@ -67,28 +65,22 @@ public final class ChaosTransport: StreamingHTTPTransport, Sendable {
         }
     }
 
-    /// Answers: the attempt gets this response instead of being sent.
+    /// Answers: the attempt gets a ``MockTransport/Reply`` instead of being sent.
     public struct Answer: Sendable {
         /// The part of the attempts in scope that get it, 0...1.
-        public let rate: Double
-        /// Its status code.
-        public let status: Int
-        /// Its header fields.
-        public let headers: HTTPHeaders
-        /// Its body.
-        public let body: Data
+        package let rate: Double
+        package let reply: MockTransport.Reply
 
-        /// Creates an answer: a `503 Service Unavailable` with no body by default.
+        /// Creates an answer.
         /// - Parameters:
         ///   - rate: The part of the attempts that get it; clamped to 0...1 (NaN is 0).
-        ///   - status: Its status code.
-        ///   - headers: Its header fields (`["Retry-After": "2"]`, say).
-        ///   - body: Its body.
-        public init(rate: Double, status: Int = 503, headers: HTTPHeaders = [:], body: Data = Data()) {
+        ///   - reply: What they get, answered as ``MockTransport`` answers it (its body handed to
+        ///     a download or a stream in chunks, a `.delayed` reply waiting on the transport's
+        ///     clock): a `503` with no body by default; `.status(503, headers: ["Retry-After": "2"])`,
+        ///     `.status(429)` or `.text("…", status: 500)`, say.
+        public init(rate: Double, reply: MockTransport.Reply = .status(503)) {
             self.rate = clampedRate(rate)
-            self.status = status
-            self.headers = headers
-            self.body = body
+            self.reply = reply
         }
     }
 
@@ -124,14 +116,15 @@ public final class ChaosTransport: StreamingHTTPTransport, Sendable {
         var answer: Bool
     }
 
-    /// The transport that sends.
-    public let wrapped: any HTTPTransport
+    private let wrapped: any HTTPTransport
     private let fault: Fault?
     private let latency: Latency?
     private let answer: Answer?
     private let clock: any Clock<Duration>
     private let scope: @Sendable (HTTPRequest) -> Bool
     private let state: Locked<State>
+    /// Answers injected replies as the mock does (it records nothing: only its `send` does).
+    private let answerer: MockTransport
 
     /// Wraps a transport.
     /// - Parameters:
@@ -154,6 +147,7 @@ public final class ChaosTransport: StreamingHTTPTransport, Sendable {
         self.clock = clock
         self.scope = scope
         self.state = Locked(State(generator: ChaosGenerator(seed: seed)))
+        self.answerer = MockTransport(clock: clock)
     }
 
     /// Whether chaos is on (it is at first). Off, every attempt goes straight through and takes
@@ -202,10 +196,7 @@ public final class ChaosTransport: StreamingHTTPTransport, Sendable {
             if draw.delay, let latency { try await clock.sleep(for: latency.delay) }
             if draw.fault, let fault { throw fault.error }
             if draw.answer, let answer {
-                try Task.checkCancellation()
-                let response = HTTPResponse(status: answer.status, headers: answer.headers, body: answer.body, request: request)
-                guard let transfer else { return response }
-                return try await transfer.deliver(response)
+                return try await answerer.answer(answer.reply, to: request, transfer: transfer)
             }
         }
         return try await pass(request, transfer: transfer)

@@ -12,7 +12,11 @@ import Testing
     let api = URL(string: "https://api.test/")!
 
     /// What one attempt met, as the caller of the transport sees it.
-    enum Outcome: Hashable { case fault, answer(Int), passed(Int) }
+    enum Outcome: Hashable {
+        case fault
+        case answer(Int)
+        case passed(Int)
+    }
 
     /// A mock that answers 200 to every request.
     static func upstream(clock: any Clock<Duration> = ContinuousClock()) -> MockTransport {
@@ -70,7 +74,8 @@ import Testing
         let (faultRate, answerRate, latencyRate) = (0.3, 0.1, 0.25)
         let mock = Self.upstream()
         let clock = ImmediateClock()
-        let chaos = Self.chaos(mock, seed: seed, fault: faultRate, answer: answerRate, latency: latencyRate, clock: clock)
+        let chaos = Self.chaos(
+            mock, seed: seed, fault: faultRate, answer: answerRate, latency: latencyRate, clock: clock)
         let seen = await Self.outcomes(chaos, count: 2_000)
 
         var model = SplitMix64(state: seed)
@@ -123,7 +128,7 @@ import Testing
     @Test func anInjectedAnswerCarriesItsHeadersAndBody() async throws {
         let chaos = ChaosTransport(
             wrapping: Self.upstream(), seed: 1,
-            answer: .init(rate: 1, status: 429, headers: ["Retry-After": "3"], body: Data("slow down".utf8)))
+            answer: .init(rate: 1, reply: .text("slow down", status: 429, headers: ["Retry-After": "3"])))
         let response = try await chaos.send(HTTPRequest(url: api))
         #expect(response.status == 429)
         #expect(response.headers["Retry-After"] == "3")
@@ -228,7 +233,8 @@ import Testing
     /// body to a transfer, as the client would.
     struct PlainTransport: HTTPTransport {
         func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-            HTTPResponse(status: 200, headers: ["Content-Length": "11"], body: Data("plain bytes".utf8), request: request)
+            HTTPResponse(
+                status: 200, headers: ["Content-Length": "11"], body: Data("plain bytes".utf8), request: request)
         }
     }
 
@@ -239,7 +245,7 @@ import Testing
 
         // An injected answer's body goes to the file.
         let answered = ChaosTransport(
-            wrapping: Self.upstream(), seed: 1, answer: .init(rate: 1, status: 200, body: Data("from chaos".utf8)))
+            wrapping: Self.upstream(), seed: 1, answer: .init(rate: 1, reply: .text("from chaos")))
         let first = folder.appendingPathComponent("answer.bin")
         _ = try await NetworkClient(baseURL: api, transport: answered).download(Request<Data>(path: "/"), to: first)
         #expect(try Data(contentsOf: first) == Data("from chaos".utf8))
@@ -309,7 +315,12 @@ import Testing
             // @unchecked: `taken` is only touched under `lock`.
             private let lock = NSLock()
             private var taken = false
-            func take() -> Bool { lock.withLock { defer { taken = true }; return !taken } }
+            func take() -> Bool {
+                lock.withLock {
+                    defer { taken = true }
+                    return !taken
+                }
+            }
         }
         let first = First()
         let mock = MockTransport()
@@ -336,7 +347,7 @@ import Testing
             wrapping: upstream, seed: 42,
             fault: .init(rate: 0.3),
             latency: .init(rate: 0.2, delay: .seconds(2)),
-            answer: .init(rate: 0.1, status: 503),
+            answer: .init(rate: 0.1, reply: .status(503)),
             clock: ImmediateClock())
         let client = NetworkClient(
             baseURL: URL(string: "https://api.test")!, transport: chaos, configuration: .init(clock: ImmediateClock())
@@ -450,7 +461,8 @@ import Testing
         let origin = try #require(Origin(api))
         if let opensAfter {
             #expect(spy.outcomes.count == opensAfter, "attempts reached the transport after the circuit opened")
-            #expect(breaker.state(of: origin) == .open(remaining: options.breakDuration), "the breaker's clock never moved")
+            #expect(
+                breaker.state(of: origin) == .open(remaining: options.breakDuration), "the breaker's clock never moved")
             #expect(refused > 0)
         } else {
             #expect(breaker.state(of: origin) == .closed)
