@@ -266,6 +266,23 @@ import Testing
         #expect(plain.counts.passedThrough == 1)
     }
 
+    /// The transfer passes through to a streaming transport: an event arrives while the
+    /// connection is still open (a buffering wrapper would wait for an end that never comes).
+    @Test func anEventStreamGetsItsEventsWhileTheConnectionIsOpen() async throws {
+        let mock = MockTransport()
+        mock.enqueue(.events("id: 1\ndata: hello\n\n", end: .hang))
+        let chaos = ChaosTransport(wrapping: mock, seed: 1, fault: .init(rate: 0), answer: .init(rate: 0))
+        let client = NetworkClient(baseURL: api, transport: chaos)
+        let first = await withinTimeLimit(seconds: hangBound) { () -> String? in
+            do {
+                for try await event in client.events(Request<Data>(path: "/feed")) { return event.data }
+            } catch {}
+            return nil
+        }
+        #expect(first == "hello")
+        #expect(Self.numbers(chaos.counts) == [1, 0, 0, 0, 1])
+    }
+
     @Test func aBodyStreamReachesAPlainTransportAsABody() async throws {
         struct Echo: HTTPTransport {
             func send(_ request: HTTPRequest) async throws -> HTTPResponse {
