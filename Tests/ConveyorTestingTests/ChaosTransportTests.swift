@@ -366,8 +366,9 @@ import Testing
             latency: .init(rate: 0.2, delay: .seconds(2)),
             answer: .init(rate: 0.1, reply: .status(503)),
             clock: ImmediateClock())
+        let retryClock = ImmediateClock()
         let client = NetworkClient(
-            baseURL: URL(string: "https://api.test")!, transport: chaos, configuration: .init(clock: ImmediateClock())
+            baseURL: URL(string: "https://api.test")!, transport: chaos, configuration: .init(clock: retryClock)
         ) {
             RetryBehavior(RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(10), jitter: .none))
         }
@@ -389,6 +390,7 @@ import Testing
         // What the example does not say: chaos really happened, and the budget was what held it.
         #expect(chaos.counts.faults > 0 && chaos.counts.answers > 0 && chaos.counts.delayed > 0)
         #expect(chaos.counts.attempts > 100)
+        #expect(retryClock.now.offset <= .seconds(3))  // "take 3 s of it at most"
     }
 
     // MARK: - Composed with the retry budget and the circuit breaker
