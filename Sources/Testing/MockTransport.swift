@@ -278,7 +278,8 @@ public final class MockTransport: StreamingHTTPTransport, Sendable {
         return try await answer(reply, to: request, transfer: transfer)
     }
 
-    private func answer(_ reply: Reply, to request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
+    /// Answers with a reply (``ChaosTransport`` answers its injected replies with it too).
+    func answer(_ reply: Reply, to request: HTTPRequest, transfer: TransferHandler?) async throws -> HTTPResponse {
         switch reply {
         case .response(let status, let headers, let body):
             try Task.checkCancellation()
