@@ -227,6 +227,9 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// One `RateLimitBehavior` with a client quota (100,000 a second, never reached): the sliding
     /// log's cost per send.
     case ratelimitQuota = "ratelimit-quota"
+    /// One `ConcurrencyLimitBehavior` (one request in flight at a time, far below its limit): the
+    /// cost of taking and giving back a place and moving the limit.
+    case concurrency
 
     /// Sends `count` requests.
     public func run(_ count: Int) async throws {
@@ -316,6 +319,8 @@ public enum Scenario: String, CaseIterable, Sendable {
             return sending(client([RateLimitBehavior()]), movies)
         case .ratelimitQuota:
             return sending(client([RateLimitBehavior(Conveyor.RateLimiter(quota: Conveyor.RateLimiter.Quota(100_000, per: Duration.seconds(1))))]), movies)
+        case .concurrency:
+            return sending(client([ConcurrencyLimitBehavior()]), movies)
         case .breakerOpen:
             let breaker = CircuitBreaker()
             if let origin = Origin(base) { breaker.isolate(origin) }

@@ -40,7 +40,9 @@ package struct AnnouncedRateLimit: Equatable, Sendable {
     ///   - status: The response's status (`Retry-After` counts on a `429` or `503`).
     ///   - headers: The response's header fields.
     ///   - now: The current time, for HTTP-dates and Unix times.
-    package static func parse(status: Int, headers: HTTPHeaders, now: Date) -> AnnouncedRateLimit? {
+    package static func parse(status: Int, headers: HTTPHeaders, now: @autoclosure () -> Date) -> AnnouncedRateLimit? {
+        guard mayAnnounce(status: status, headers: headers) else { return nil }
+        let now = now()
         var found: [AnnouncedRateLimit] = []
         if status == 429 || status == 503, let value = headers["Retry-After"],
             let wait = RetryAfter.delay(from: value, now: now)
@@ -51,18 +53,38 @@ package struct AnnouncedRateLimit: Equatable, Sendable {
         if !structured.isEmpty {
             found += policies(structured.joined(separator: ","), limits: headers.values(for: "RateLimit-Policy"))
         }
-        for prefix in ["RateLimit-", "X-RateLimit-"] {
-            guard let remaining = headers[prefix + "Remaining"].flatMap(number),
-                let reset = headers[prefix + "Reset"].flatMap(number)
+        for (remainingName, resetName, limitName, unixTimes) in [
+            ("RateLimit-Remaining", "RateLimit-Reset", "RateLimit-Limit", false),
+            ("X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-Limit", true),
+        ] {
+            guard let remaining = headers[remainingName].flatMap(number), let reset = headers[resetName].flatMap(number)
             else { continue }
-            let limit = headers[prefix + "Limit"].flatMap(number)
+            let limit = headers[limitName].flatMap(number)
             // A Unix time (seconds since 1970) is above 10⁹; a wait in seconds never is.
-            let seconds = prefix == "X-RateLimit-" && reset > 1e9 ? reset - now.timeIntervalSince1970 : reset
+            let seconds = unixTimes && reset > 1e9 ? reset - now.timeIntervalSince1970 : reset
             found.append(
                 AnnouncedRateLimit(
                     remaining: whole(remaining), reset: .clampedSeconds(seconds), limit: limit.map(whole)))
         }
         return found.min { $0.isMoreRestrictive(than: $1) }
+    }
+
+    /// Whether any field could announce something: a name starting `ratelimit` or `x-ratelimit`,
+    /// or `Retry-After` on a `429`/`503`. Most answers have none, and are passed over with one
+    /// look at each name's first bytes.
+    static func mayAnnounce(status: Int, headers: HTTPHeaders) -> Bool {
+        let retrying = status == 429 || status == 503
+        for field in headers {
+            var name = field.name.utf8[...]
+            if name.first.map(HeaderBytes.lower) == 0x78, name.dropFirst().first == 0x2D {  // "x-"
+                name = name.dropFirst(2)
+            }
+            guard let first = name.first.map(HeaderBytes.lower), first == 0x72, name.count >= 9 else { continue }  // "r"
+            let prefix = name.prefix(9).lazy.map(HeaderBytes.lower)
+            if prefix.elementsEqual("ratelimit".utf8) { return true }
+            if retrying, prefix.elementsEqual("retry-aft".utf8) { return true }
+        }
+        return false
     }
 
     /// Whether this announcement allows less than `other`: fewer remaining, or as few for longer.

@@ -124,14 +124,14 @@ public final class ConcurrencyLimiter: Sendable {
         }
     }
 
-    /// Takes a place for one attempt to `origin`: at once, or after waiting in its queue.
+    /// Takes a place for one attempt to `origin` if one is free, or a place in its queue.
     /// - Parameters:
     ///   - origin: The origin.
     ///   - within: The longest the attempt may wait besides ``Options/maxWait`` (its timeout's rest).
-    /// - Returns: When the attempt started, for ``release(_:started:outcome:)``.
-    /// - Throws: ``NetworkError/rateLimited`` when the queue is full or no place came in time;
-    ///   `CancellationError` when the task is cancelled while waiting.
-    package func acquire(_ origin: Origin, within: Duration?) async throws -> Int64 {
+    /// - Returns: `.placed` with the time the attempt started (for ``release(_:started:failed:)``),
+    ///   or `.queued` with the ticket to ``wait(_:origin:within:)`` with.
+    /// - Throws: ``NetworkError/rateLimited`` when the queue is full or the attempt may not wait.
+    package func enter(_ origin: Origin, within: Duration?) throws(NetworkError) -> Entry {
         let ticket: Int? = origins.withLock { origins in
             let account = self.account(for: origin, in: &origins)
             if account.inFlight < Int(account.limit) && account.queue.isEmpty {
@@ -147,8 +147,36 @@ public final class ConcurrencyLimiter: Sendable {
             account.queue.append(Waiter(ticket: account.nextTicket))
             return account.nextTicket
         }
-        guard let ticket else { return elapsed.nanoseconds() }
+        guard let ticket else { return .placed(started: elapsed.nanoseconds()) }
         guard ticket >= 0 else { throw NetworkError.rateLimited(origin: origin.description, retryAfter: .zero) }
+        return .queued(ticket: ticket)
+    }
+
+    /// What ``enter(_:within:)`` did.
+    package enum Entry {
+        /// A place was free: the attempt started at this time.
+        case placed(started: Int64)
+        /// The attempt waits in the queue with this ticket.
+        case queued(ticket: Int)
+    }
+
+    /// Takes a place for one attempt to `origin`: at once, or after waiting in its queue.
+    /// - Parameters:
+    ///   - origin: The origin.
+    ///   - within: The longest the attempt may wait besides ``Options/maxWait`` (its timeout's rest).
+    /// - Returns: When the attempt started, for ``release(_:started:failed:)``.
+    /// - Throws: ``NetworkError/rateLimited`` when the queue is full or no place came in time;
+    ///   `CancellationError` when the task is cancelled while waiting.
+    package func acquire(_ origin: Origin, within: Duration?) async throws -> Int64 {
+        switch try enter(origin, within: within) {
+        case .placed(let started): return started
+        case .queued(let ticket): return try await wait(ticket, origin: origin, within: within)
+        }
+    }
+
+    /// Waits with a ticket ``enter(_:within:)`` gave until a place is handed over.
+    /// - Returns: When the attempt started.
+    package func wait(_ ticket: Int, origin: Origin, within: Duration?) async throws -> Int64 {
         try await wait(ticket, origin: origin, longest: min(options.maxWait, within ?? .conveyorMaximum))
         return elapsed.nanoseconds()
     }
@@ -338,7 +366,11 @@ public struct ConcurrencyLimitBehavior: AttemptIntercepting {
     {
         guard let origin = (context.targetsBaseOrigin ? context.baseOrigin : nil) ?? Origin(context.originalRequest.url)
         else { return try await next(request) }
-        let started = try await limiter.acquire(origin, within: context.attemptTimeRemaining)
+        let started: Int64
+        switch try limiter.enter(origin, within: context.attemptTimeRemaining) {
+        case .placed(let time): started = time
+        case .queued(let ticket): started = try await limiter.wait(ticket, origin: origin, within: context.attemptTimeRemaining)
+        }
         do {
             let response = try await next(request)
             limiter.release(origin, started: started, failed: limiter.policy.isUpstreamFailure(nil, status: response.status))

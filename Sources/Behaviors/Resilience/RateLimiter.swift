@@ -116,16 +116,15 @@ public final class RateLimiter: Sendable {
         }
     }
 
-    /// Takes a turn for one attempt to `origin`: at once, or after a wait on the limiter's clock.
+    /// Takes a turn for one attempt to `origin`, without waiting.
     /// - Parameters:
     ///   - origin: The origin.
     ///   - within: The longest the attempt may wait besides ``maxWait`` (its timeout's rest).
-    /// - Returns: How long the attempt waited.
-    /// - Throws: ``NetworkError/rateLimited`` when the turn is further away than it may wait;
-    ///   `CancellationError` when the task is cancelled while waiting.
-    package func acquire(_ origin: Origin, within: Duration?) async throws -> Duration {
+    /// - Returns: How long the attempt must wait before it is sent (zero: at once).
+    /// - Throws: ``NetworkError/rateLimited`` when the turn is further away than it may wait.
+    package func take(_ origin: Origin, within: Duration?) throws(NetworkError) -> Duration {
         let now = elapsed.nanoseconds()
-        let limit = min(maxWaitNanoseconds, within?.nanoseconds ?? .max)
+        let limit = within.map { min(maxWaitNanoseconds, $0.nanoseconds) } ?? maxWaitNanoseconds
         let decision: Turn = accounts.withLock { accounts in
             let account: Account
             if let found = accounts[origin] {
@@ -141,17 +140,32 @@ public final class RateLimiter: Sendable {
         case .refuse(let wait):
             throw NetworkError.rateLimited(origin: origin.description, retryAfter: .nanoseconds(wait))
         case .send(let at):
-            guard at > now else { return .zero }
-            let wait = Duration.nanoseconds(at - now)
-            do {
-                try await sleep(wait, on: clock)
-            } catch {
-                // Cancelled while waiting: its turn stays taken (the quota errs on the side of
-                // sending less); it is no longer in flight.
-                finish(origin, status: nil, headers: nil)
-                throw error
-            }
-            return wait
+            return at > now ? .nanoseconds(at - now) : .zero
+        }
+    }
+
+    /// Takes a turn for one attempt to `origin`: at once, or after a wait on the limiter's clock.
+    /// - Parameters:
+    ///   - origin: The origin.
+    ///   - within: The longest the attempt may wait besides ``maxWait`` (its timeout's rest).
+    /// - Returns: How long the attempt waited.
+    /// - Throws: ``NetworkError/rateLimited`` when the turn is further away than it may wait;
+    ///   `CancellationError` when the task is cancelled while waiting.
+    package func acquire(_ origin: Origin, within: Duration?) async throws -> Duration {
+        let wait = try take(origin, within: within)
+        if wait > .zero { try await self.wait(wait, origin: origin) }
+        return wait
+    }
+
+    /// Sleeps until a turn ``take(_:within:)`` gave; cancelled, the attempt is no longer in flight.
+    package func wait(_ wait: Duration, origin: Origin) async throws {
+        do {
+            try await Self.sleep(for: wait, on: clock)
+        } catch {
+            // Cancelled while waiting: its turn stays taken (the quota errs on the side of
+            // sending less); it is no longer in flight.
+            finish(origin, status: nil, headers: nil)
+            throw error
         }
     }
 
@@ -162,8 +176,8 @@ public final class RateLimiter: Sendable {
     ///   - headers: The answer's header fields.
     package func finish(_ origin: Origin, status: Int?, headers: HTTPHeaders?) {
         var announced: AnnouncedRateLimit?
-        if honorsAnnouncedLimits, let status, let headers {
-            announced = AnnouncedRateLimit.parse(status: status, headers: headers, now: now())
+        if honorsAnnouncedLimits, let status, let headers, !headers.isEmpty {
+            announced = AnnouncedRateLimit.parse(status: status, headers: headers, now: self.now())
         }
         let now = elapsed.nanoseconds()
         accounts.withLock { accounts in
@@ -179,8 +193,8 @@ public final class RateLimiter: Sendable {
         if let origin = idle?.key ?? accounts.keys.first { accounts[origin] = nil }
     }
 
-    private func sleep(_ wait: Duration, on clock: any Clock<Duration>) async throws {
-        try await Self.sleep(wait, on: clock)
+    private static func sleep(for wait: Duration, on clock: any Clock<Duration>) async throws {
+        try await sleep(wait, on: clock)
     }
 
     private static func sleep<C: Clock<Duration>>(_ wait: Duration, on clock: C) async throws {
@@ -301,8 +315,11 @@ public struct RateLimitBehavior: AttemptIntercepting {
     {
         guard let origin = (context.targetsBaseOrigin ? context.baseOrigin : nil) ?? Origin(context.originalRequest.url)
         else { return try await next(request) }
-        let waited = try await limiter.acquire(origin, within: context.attemptTimeRemaining)
-        if waited > .zero { context.notePaced(waited) }
+        let wait = try limiter.take(origin, within: context.attemptTimeRemaining)
+        if wait > .zero {
+            try await limiter.wait(wait, origin: origin)
+            context.notePaced(wait)
+        }
         do {
             let response = try await next(request)
             limiter.finish(origin, status: response.status, headers: response.headers)
