@@ -11,6 +11,7 @@ import Testing
     func client(_ mock: MockTransport, _ limiter: ConcurrencyLimiter, timeout: Duration? = nil) -> NetworkClient {
         var configuration = NetworkClient.Configuration(clock: ImmediateClock())
         configuration.timeout = timeout
+        configuration.timeoutClock = ManualClock()  // the timeout is read, never waited for
         configuration.retryBudget = nil
         return NetworkClient(baseURL: apiURL, transport: mock, configuration: configuration) {
             ConcurrencyLimitBehavior(limiter)

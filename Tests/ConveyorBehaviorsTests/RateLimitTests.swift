@@ -125,6 +125,7 @@ struct SplitMix {
     {
         var configuration = NetworkClient.Configuration(clock: ImmediateClock())
         configuration.timeout = timeout
+        configuration.timeoutClock = ManualClock()  // the timeout is read, never waited for
         configuration.retryBudget = nil
         return NetworkClient(baseURL: apiURL, transport: mock, configuration: configuration) {
             if retry { RetryBehavior(RetryPolicy(maxAttempts: 3, jitter: .none)) }
