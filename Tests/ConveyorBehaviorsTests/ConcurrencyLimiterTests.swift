@@ -29,7 +29,7 @@ import Testing
 
     /// Waits until `condition` holds (each check yields to the other tasks; no time passes).
     func until(_ condition: () -> Bool) async {
-        for _ in 0..<100_000 where !condition() { await Task.yield() }
+        for _ in 0..<1_000_000 where !condition() { await Task.yield() }
     }
 
     @Test func attemptsOverTheLimitWaitInOrderAndGoAsPlacesFree() async {

@@ -67,10 +67,11 @@ let assertsMemory = isLinux && ProcessInfo.processInfo.environment["TSAN_OPTIONS
                 Issue.record("expected timedOut, got \(String(describing: error))")
                 return
             }
-            // The server stalls for 120 s: ending in half that proves the client's timeout ended
+            // The server stalls for 120 s: ending before that proves the client's timeout ended
             // the call, not the server. (Under the thread sanitizer, with the other suites loading
-            // both cores, the 300 ms timeout was seen to take 11 s of wall time.)
-            #expect(ContinuousClock.now - start < .seconds(60))
+            // both cores, the 300 ms timeout was seen to take 11 s of wall time, and the test
+            // process stalls for about 30 s at times; 60 s was too tight a bound once.)
+            #expect(ContinuousClock.now - start < .seconds(110))
         }
     }
 }
