@@ -155,6 +155,12 @@ public final class RequestContext: Sendable {
     /// headers to by default; `nil` when the request was not sent by a client with a base URL.
     public var baseOrigin: Origin? { scope.origin }
 
+    /// The origin the request goes to, as the caller made it: ``baseOrigin`` when it targets it,
+    /// else the request URL's. The per-origin behaviors (circuit breaker, limiters) count by it.
+    package var requestOrigin: Origin? {
+        (targetsBaseOrigin ? baseOrigin : nil) ?? Origin(originalRequest.url)
+    }
+
     /// What the sending client shares with its requests (its base origin, its request-ID
     /// counter): made once per client, and each request stores one reference.
     private let scope: ClientScope

@@ -164,7 +164,7 @@ import Testing
     /// Generated runs of answers (fast, slow, failed, at any use): the limit stays within its
     /// bounds and moves only as the rule says.
     @Test func theLimitStaysInItsBoundsOverGeneratedRuns() {
-        var random = SplitMix(seed: 4)
+        var random = SplitMix64(state: 4)
         for _ in 0..<40 {
             let minLimit = Int(random.next() % 5) + 1
             let maxLimit = minLimit + Int(random.next() % 50)

@@ -83,7 +83,7 @@ import Testing
     /// Generated fields (names the parser reads, values from pieces that matter to it) never trap,
     /// and what they announce is always in range.
     @Test func generatedFieldsNeverTrapAndStayInRange() {
-        var random = SplitMix(seed: 58)
+        var random = SplitMix64(state: 58)
         let names = ["RateLimit", "RateLimit-Policy", "RateLimit-Remaining", "RateLimit-Reset", "X-RateLimit-Remaining",
                      "X-RateLimit-Reset", "X-RateLimit-Limit", "Retry-After"]
         let pieces = ["r=", "t=", "q=", "remaining=", "reset=", "limit=", ";", ",", "\"", "0", "7", "99999999999999999999",
@@ -101,19 +101,6 @@ import Testing
                 #expect(found.reset >= .zero && found.reset <= .seconds(3_600))
             }
         }
-    }
-}
-
-/// The generator the generated tests use (SplitMix64): the same seed, the same cases.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 
@@ -145,7 +132,7 @@ struct SplitMix {
     /// The sliding log, against a model that keeps every send: in any period at most `requests`
     /// sends, each at the earliest time that allows, or refused when that is past `maxWait`.
     @Test func aQuotaHoldsInEveryWindowAgainstAModel() {
-        var random = SplitMix(seed: 7)
+        var random = SplitMix64(state: 7)
         for run in 0..<40 {
             let requests = Int(random.next() % 6) + 1
             let period = Int64(random.next() % 5_000 + 100) * 1_000_000
@@ -302,9 +289,9 @@ struct SplitMix {
         let limiter = RateLimiter(quota: .init(1, per: .seconds(60)), maxWait: .zero, maxOrigins: 3, clock: ManualClock())
         for host in ["a", "b", "c", "d", "e"] {
             let origin = Origin(URL(string: "https://\(host).test")!)!
-            #expect(try await limiter.acquire(origin, within: nil) == .zero)
+            #expect(try limiter.take(origin, within: nil) == .zero)
             limiter.finish(origin, status: 200, headers: [:])
-            let refused = await #expect(throws: NetworkError.self) { try await limiter.acquire(origin, within: nil) }
+            let refused = #expect(throws: NetworkError.self) { try limiter.take(origin, within: nil) }
             #expect(NetworkError.rateLimited ~= refused && refused?.reason == origin.description)
         }
         #expect(limiter.accounts.withLock { $0.count } == 3)

@@ -335,8 +335,7 @@ public struct CircuitBreakerBehavior: AttemptIntercepting {
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse
     {
-        guard let origin = (context.targetsBaseOrigin ? context.baseOrigin : nil) ?? Origin(context.originalRequest.url)
-        else { return try await next(request) }
+        guard let origin = context.requestOrigin else { return try await next(request) }
         let (admission, circuit) = breaker.admit(origin)
         let probe: Bool
         switch admission {

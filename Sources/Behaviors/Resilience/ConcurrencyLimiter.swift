@@ -160,20 +160,6 @@ public final class ConcurrencyLimiter: Sendable {
         case queued(ticket: Int)
     }
 
-    /// Takes a place for one attempt to `origin`: at once, or after waiting in its queue.
-    /// - Parameters:
-    ///   - origin: The origin.
-    ///   - within: The longest the attempt may wait besides ``Options/maxWait`` (its timeout's rest).
-    /// - Returns: When the attempt started, for ``release(_:started:failed:)``.
-    /// - Throws: ``NetworkError/rateLimited`` when the queue is full or no place came in time;
-    ///   `CancellationError` when the task is cancelled while waiting.
-    package func acquire(_ origin: Origin, within: Duration?) async throws -> Int64 {
-        switch try enter(origin, within: within) {
-        case .placed(let started): return started
-        case .queued(let ticket): return try await wait(ticket, origin: origin, within: within)
-        }
-    }
-
     /// Waits with a ticket ``enter(_:within:)`` gave until a place is handed over.
     /// - Returns: When the attempt started.
     package func wait(_ ticket: Int, origin: Origin, within: Duration?) async throws -> Int64 {
@@ -244,11 +230,11 @@ public final class ConcurrencyLimiter: Sendable {
         try await TimerSleep.sleep(until: clock.now.advanced(by: wait), on: clock)
     }
 
-    /// Ends an attempt ``acquire(_:within:)`` let through: moves the limit by how it went and
+    /// Ends an attempt ``enter(_:within:)`` let through: moves the limit by how it went and
     /// hands its place to the next waiting attempt.
     /// - Parameters:
     ///   - origin: The origin.
-    ///   - started: What ``acquire(_:within:)`` returned, or `nil` for a place given back unused.
+    ///   - started: What ``enter(_:within:)`` returned, or `nil` for a place given back unused.
     ///   - failed: Whether the origin failed (`true`), answered (`false`), or the attempt ended
     ///     without saying anything of it (`nil`: cancelled).
     package func release(_ origin: Origin, started: Int64?, failed: Bool?) {
@@ -364,8 +350,7 @@ public struct ConcurrencyLimitBehavior: AttemptIntercepting {
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse
     {
-        guard let origin = (context.targetsBaseOrigin ? context.baseOrigin : nil) ?? Origin(context.originalRequest.url)
-        else { return try await next(request) }
+        guard let origin = context.requestOrigin else { return try await next(request) }
         let started: Int64
         switch try limiter.enter(origin, within: context.attemptTimeRemaining) {
         case .placed(let time): started = time

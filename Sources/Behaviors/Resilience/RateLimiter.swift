@@ -144,19 +144,6 @@ public final class RateLimiter: Sendable {
         }
     }
 
-    /// Takes a turn for one attempt to `origin`: at once, or after a wait on the limiter's clock.
-    /// - Parameters:
-    ///   - origin: The origin.
-    ///   - within: The longest the attempt may wait besides ``maxWait`` (its timeout's rest).
-    /// - Returns: How long the attempt waited.
-    /// - Throws: ``NetworkError/rateLimited`` when the turn is further away than it may wait;
-    ///   `CancellationError` when the task is cancelled while waiting.
-    package func acquire(_ origin: Origin, within: Duration?) async throws -> Duration {
-        let wait = try take(origin, within: within)
-        if wait > .zero { try await self.wait(wait, origin: origin) }
-        return wait
-    }
-
     /// Sleeps until a turn ``take(_:within:)`` gave; cancelled, the attempt is no longer in flight.
     package func wait(_ wait: Duration, origin: Origin) async throws {
         do {
@@ -169,7 +156,7 @@ public final class RateLimiter: Sendable {
         }
     }
 
-    /// Ends an attempt ``acquire(_:within:)`` let through, reading the quota its answer announced.
+    /// Ends an attempt ``take(_:within:)`` let through, reading the quota its answer announced.
     /// - Parameters:
     ///   - origin: The origin.
     ///   - status: The answer's status, or `nil` when the attempt ended without one.
@@ -313,8 +300,7 @@ public struct RateLimitBehavior: AttemptIntercepting {
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse
     {
-        guard let origin = (context.targetsBaseOrigin ? context.baseOrigin : nil) ?? Origin(context.originalRequest.url)
-        else { return try await next(request) }
+        guard let origin = context.requestOrigin else { return try await next(request) }
         let wait = try limiter.take(origin, within: context.attemptTimeRemaining)
         if wait > .zero {
             try await limiter.wait(wait, origin: origin)
