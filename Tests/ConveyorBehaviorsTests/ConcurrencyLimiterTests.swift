@@ -194,6 +194,99 @@ import Testing
         #expect(violations.isEmpty, "\(violations)")
     }
 
+    /// A limiter whose throttle draws from a seeded generator.
+    static func throttled(_ k: Double?, clock: ManualClock, seed: UInt64 = 7) -> ConcurrencyLimiter {
+        let draws = Locked(SplitMix64(state: seed))
+        return ConcurrencyLimiter(options: .init(initialLimit: 50, maxLimit: 50, throttle: k), clock: clock) {
+            draws.withLock { Double($0.next() >> 11) / Double(1 << 53) }
+        }
+    }
+
+    /// The SRE book's throttling: an origin that refuses everything gets a trickle (about the
+    /// harmonic number of the attempts), never nothing; once the 2-minute window has passed it
+    /// gets everything again; off, every attempt goes.
+    @Test func theThrottleSendsAnOriginThatRefusesEverythingATrickleAndRecovers() async {
+        for k in [nil, 2.0] {
+            let clock = ManualClock()
+            let limiter = Self.throttled(k, clock: clock)
+            let mock = MockTransport()
+            mock.stub(nil, "/v1/down", reply: .status(503))
+            mock.stub(nil, "/v1/up", reply: .status(200))
+            let client = client(mock, limiter)
+            var refusedLocally = 0
+            for _ in 0..<200 {
+                if case .failure(let error) = await send(client, "/down"), NetworkError.rateLimited ~= error {
+                    refusedLocally += 1
+                }
+            }
+            let sent = mock.requests.count
+            #expect(sent + refusedLocally == 200)
+            if k == nil {
+                #expect(sent == 200 && limiter.snapshot(for: Self.origin).throttleProbability == 0)
+                continue
+            }
+            #expect(sent >= 1 && sent <= 20, "sent \(sent) of 200")
+            #expect(limiter.snapshot(for: Self.origin).throttleProbability > 0.9)
+            #expect(limiter.snapshot(for: Self.origin).rejected == refusedLocally)
+            // Past the 2-minute window the origin is judged afresh: every attempt goes.
+            clock.advance(by: .seconds(121))
+            #expect(limiter.snapshot(for: Self.origin).throttleProbability == 0)
+            mock.reset()
+            mock.stub(nil, "/v1/up", reply: .status(200))
+            for _ in 0..<100 { #expect(await send(client, "/up").isSuccess) }
+            #expect(mock.requests.count == 100)
+        }
+    }
+
+    /// Generated runs of outcomes at generated times: the window's refusal probability is the
+    /// book's formula over the attempts of the buckets of the last 2 minutes, computed naively.
+    @Test func theThrottleWindowMatchesTheFormulaOverGeneratedRuns() {
+        var random = SplitMix64(state: 11)
+        for _ in 0..<30 {
+            var window = ThrottleWindow()
+            var events: [(bucket: Int64, accepted: Bool)] = []
+            var now: Int64 = Int64(random.next() % 50_000_000_000)
+            let k = 1 + Double(random.next() % 30) / 10
+            for _ in 0..<400 {
+                now += Int64(random.next() % (random.next() % 4 == 0 ? 60_000_000_000 : 2_000_000_000))
+                let accepted = random.next() % 3 != 0
+                window.count(accepted: accepted, at: now)
+                events.append((now / 10_000_000_000, accepted))
+                let current = now / 10_000_000_000
+                let live = events.filter { $0.bucket > current - 12 }
+                let requests = Double(live.count)
+                let accepts = Double(live.filter(\.accepted).count)
+                let expected = max(0, (requests - k * accepts) / (requests + 1))
+                let got = window.refusalProbability(k: k, at: now)
+                #expect(abs(got - expected) < 1e-12, "at \(now): \(got) against \(expected)")
+                if abs(got - expected) >= 1e-12 { return }
+            }
+        }
+    }
+
+    /// A healthy origin is never throttled, and an attempt the caller cancelled counts for
+    /// neither side (its 503 never arrives).
+    @Test func aHealthyOriginIsNeverThrottled() async {
+        let clock = ManualClock()
+        let limiter = Self.throttled(2, clock: clock)
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/x", reply: .status(200))
+        let client = client(mock, limiter)
+        for _ in 0..<300 { #expect(await send(client).isSuccess) }
+        #expect(mock.requests.count == 300 && limiter.snapshot(for: Self.origin).rejected == 0)
+
+        let gate = LimiterGate()
+        mock.stub(nil, "/v1/held", reply: .handler { _ in await gate.wait(); return .status(503) })
+        let held = Task { await self.send(client, "/held") }
+        await until { limiter.snapshot(for: Self.origin).inFlight == 1 }
+        held.cancel()
+        guard case .failure(let error) = await held.value else { Issue.record("succeeded"); return }
+        #expect(error == .cancelled)
+        let totals = limiter.origins.withLock { $0[Self.origin]?.throttleWindow.totals }
+        #expect(totals?.requests == 300 && totals?.accepts == 300)
+        await gate.open()
+    }
+
     @Test func clampedOptions() {
         let options = ConcurrencyLimiter.Options(
             initialLimit: -5, minLimit: 0, maxLimit: .max, backoffRatio: .nan, latencyTolerance: 0, maxQueue: -1,
@@ -201,6 +294,8 @@ import Testing
         #expect(options.minLimit == 1 && options.initialLimit == 1 && options.maxLimit == 10_000)
         #expect(options.backoffRatio == 0.9 && options.latencyTolerance == 1.1 && options.maxQueue == 0)
         #expect(options.maxWait == .zero)
+        #expect(ConcurrencyLimiter.Options(throttle: 0).throttle == 1)
+        #expect(ConcurrencyLimiter.Options(throttle: .nan).throttle == nil)
     }
 }
 

@@ -41,6 +41,12 @@ public final class ConcurrencyLimiter: Sendable {
         public var maxQueue: Int
         /// The longest an attempt waits for a place: 10 s.
         public var maxWait: Duration
+        /// The `K` of the client-side throttling of Google's SRE book, or `nil` (the default): off.
+        /// With it, an attempt is refused locally with probability
+        /// `max(0, (requests − K × accepts) / (requests + 1))` over the last 2 minutes of the
+        /// origin, so a client sends an origin that refuses most of its attempts about `K` times
+        /// what it accepts, not everything. 2 is the book's value.
+        public var throttle: Double?
 
         /// Creates options (clamped: limits to 1…10,000 with `minLimit ≤ initialLimit ≤ maxLimit`,
         /// the ratio to 0.1…0.99, the tolerance to at least 1.1, the queue to 0…100,000, the wait
@@ -53,9 +59,12 @@ public final class ConcurrencyLimiter: Sendable {
         ///   - latencyTolerance: How many times the fastest recent answer counts as slow.
         ///   - maxQueue: The most attempts waiting per origin.
         ///   - maxWait: The longest an attempt waits for a place.
+        ///   - throttle: The `K` of the SRE book's client-side throttling (clamped to at least 1),
+        ///     or `nil`: off.
         public init(
             initialLimit: Int = 20, minLimit: Int = 1, maxLimit: Int = 200, backoffRatio: Double = 0.9,
-            latencyTolerance: Double = 2, maxQueue: Int = 100, maxWait: Duration = .seconds(10)
+            latencyTolerance: Double = 2, maxQueue: Int = 100, maxWait: Duration = .seconds(10),
+            throttle: Double? = nil
         ) {
             self.minLimit = min(max(1, minLimit), 10_000)
             self.maxLimit = min(max(self.minLimit, maxLimit), 10_000)
@@ -64,6 +73,7 @@ public final class ConcurrencyLimiter: Sendable {
             self.latencyTolerance = latencyTolerance.isNaN ? 2 : max(1.1, latencyTolerance)
             self.maxQueue = min(max(0, maxQueue), 100_000)
             self.maxWait = min(maxWait.clampedForConveyor, .seconds(86_400))
+            self.throttle = throttle.flatMap { $0.isNaN ? nil : max(1, $0) }
         }
     }
 
@@ -77,6 +87,8 @@ public final class ConcurrencyLimiter: Sendable {
         public var queued: Int
         /// Attempts failed with ``NetworkError/rateLimited`` since the limiter was created.
         public var rejected: Int
+        /// The probability that ``Options/throttle`` refuses the next attempt: 0 when it is off.
+        public var throttleProbability: Double = 0
     }
 
     /// How the limit starts, moves and waits.
@@ -88,6 +100,7 @@ public final class ConcurrencyLimiter: Sendable {
     let clock: any Clock<Duration>
     let policy: RetryPolicy
     let onChange: (@Sendable (Origin, Int) -> Void)?
+    let random: @Sendable () -> Double
     let origins = Locked<[Origin: Account]>([:])
 
     /// Creates a limiter.
@@ -99,10 +112,22 @@ public final class ConcurrencyLimiter: Sendable {
     ///   - clock: The clock latencies and waits are measured on; tests inject a `ManualClock`.
     ///   - onChange: Told when an origin's whole limit changes (after it did, outside the lock):
     ///     for a log line or a metric.
-    public init(
+    public convenience init(
         options: Options = Options(), policy: RetryPolicy = RetryPolicy(), maxOrigins: Int = 1_024,
         clock: any Clock<Duration> = ContinuousClock(), onChange: (@Sendable (Origin, Int) -> Void)? = nil
     ) {
+        self.init(options: options, policy: policy, maxOrigins: maxOrigins, clock: clock, onChange: onChange) {
+            Double.random(in: 0..<1)
+        }
+    }
+
+    /// Creates a limiter whose throttling draws from `random` (a number in 0..<1): for tests.
+    package init(
+        options: Options, policy: RetryPolicy = RetryPolicy(), maxOrigins: Int = 1_024,
+        clock: any Clock<Duration>, onChange: (@Sendable (Origin, Int) -> Void)? = nil,
+        random: @escaping @Sendable () -> Double
+    ) {
+        self.random = random
         self.options = options
         self.policy = policy
         self.maxOrigins = max(1, maxOrigins)
@@ -120,7 +145,10 @@ public final class ConcurrencyLimiter: Sendable {
             }
             return Snapshot(
                 limit: Int(account.limit), inFlight: account.inFlight, queued: account.queue.count,
-                rejected: account.rejected)
+                rejected: account.rejected,
+                throttleProbability: options.throttle.map {
+                    account.throttleWindow.refusalProbability(k: $0, at: elapsed.nanoseconds())
+                } ?? 0)
         }
     }
 
@@ -132,8 +160,17 @@ public final class ConcurrencyLimiter: Sendable {
     ///   or `.queued` with the ticket to ``wait(_:origin:within:)`` with.
     /// - Throws: ``NetworkError/rateLimited`` when the queue is full or the attempt may not wait.
     package func enter(_ origin: Origin, within: Duration?) throws(NetworkError) -> Entry {
+        let draw = options.throttle == nil ? 0 : random()
         let ticket: Int? = origins.withLock { origins in
             let account = self.account(for: origin, in: &origins)
+            if let k = options.throttle {
+                let now = elapsed.nanoseconds()
+                if draw < account.throttleWindow.refusalProbability(k: k, at: now) {
+                    account.throttleWindow.count(accepted: false, at: now)
+                    account.rejected += 1
+                    return -1
+                }
+            }
             if account.inFlight < Int(account.limit) && account.queue.isEmpty {
                 account.inFlight += 1
                 return nil
@@ -247,6 +284,7 @@ public final class ConcurrencyLimiter: Sendable {
             let before = Int(account.limit)
             if let started, let failed {
                 account.adjust(latency: now - started, failed: failed, at: now, options: options)
+                if options.throttle != nil { account.throttleWindow.count(accepted: !failed, at: now) }
             }
             account.inFlight = max(0, account.inFlight - 1)
             account.lastUsed = now
@@ -297,6 +335,8 @@ public final class ConcurrencyLimiter: Sendable {
         /// The fastest answer in this window and the one before (windows of 10 s): the floor
         /// slowness is measured against, forgotten within 20 s when the route changes.
         var fastest: (window: Int64, current: Int64, previous: Int64) = (-1, .max, .max)
+        /// The attempts and accepts of the last 2 minutes, for ``Options/throttle``.
+        var throttleWindow = ThrottleWindow()
 
         init(limit: Double) { self.limit = limit }
 
@@ -314,6 +354,51 @@ public final class ConcurrencyLimiter: Sendable {
                 limit = min(Double(options.maxLimit), limit + 1 / limit)
             }
         }
+    }
+}
+
+/// The attempts an origin answered or the throttle refused, and the ones it accepted, over the
+/// last 2 minutes (the SRE book's window), in 12 buckets of 10 s.
+struct ThrottleWindow {
+    private var requests = [Int](repeating: 0, count: 12)
+    private var accepts = [Int](repeating: 0, count: 12)
+    /// The 10 s bucket the newest counts are in; -1 before the first.
+    private var newest: Int64 = -1
+
+    /// Counts an attempt at `now` (nanoseconds on the limiter's stopwatch).
+    mutating func count(accepted: Bool, at now: Int64) {
+        let bucket = advance(to: now)
+        requests[bucket] += 1
+        if accepted { accepts[bucket] += 1 }
+    }
+
+    /// The attempts and accepts counted in the window as it was last advanced.
+    var totals: (requests: Int, accepts: Int) { (requests.reduce(0, +), accepts.reduce(0, +)) }
+
+    /// `max(0, (requests − k × accepts) / (requests + 1))` over the window ending at `now`.
+    mutating func refusalProbability(k: Double, at now: Int64) -> Double {
+        _ = advance(to: now)
+        let total = Double(requests.reduce(0, +))
+        let accepted = Double(accepts.reduce(0, +))
+        return max(0, (total - k * accepted) / (total + 1))
+    }
+
+    /// Empties the buckets that fell out of the window by `now`; returns the current one's index.
+    private mutating func advance(to now: Int64) -> Int {
+        let current = max(newest, max(0, now) / 10_000_000_000)  // a stopwatch never goes back; be sure
+        if newest < 0 || current - newest >= 12 {
+            for index in 0..<12 {
+                requests[index] = 0
+                accepts[index] = 0
+            }
+        } else if current > newest {
+            for passed in (newest + 1)...current {
+                requests[Int(passed % 12)] = 0
+                accepts[Int(passed % 12)] = 0
+            }
+        }
+        newest = max(newest, current)
+        return Int(current % 12)
     }
 }
 
