@@ -69,6 +69,16 @@ public final class NetworkClient: NetworkClientProtocol {
         /// ``attemptLimit``.
         public var retryBudget: RetryBudget?
 
+        /// The standard resilience settings, to pair with
+        /// `CombinedRequestBehavior.standardResilience()`: the defaults, with a 10 s ``timeout``
+        /// for each attempt and a 30 s ``totalTimeout`` for the whole request (the retry budget is
+        /// on by default).
+        public static var standardResilience: Configuration {
+            var configuration = Configuration(timeout: .seconds(10))
+            configuration.totalTimeout = .seconds(30)
+            return configuration
+        }
+
         /// The default ``maxResponseSize``: 64 MiB.
         public static let defaultMaxResponseSize = 64 * 1024 * 1024
 
