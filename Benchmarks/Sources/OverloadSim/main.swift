@@ -304,6 +304,162 @@ func svg(_ results: [RunResult], incident: Incident, length: Duration) -> String
     return out + "</svg>\n"
 }
 
+// MARK: Quota
+
+/// A server that accepts `quota` requests per fixed window (from time zero) and announces what
+/// is left on every answer (`RateLimit-Policy` and the draft's `RateLimit`); a request over the
+/// quota gets a 429 with `Retry-After` until the window's end (rounded up to a second).
+final class QuotaUpstream: HTTPTransport, @unchecked Sendable {
+    // @unchecked: `used`, `window`, `served` and `refused` are only touched under `lock`.
+    let simulator: Simulator
+    let quota: Int
+    let period: Duration
+    private let lock = NSLock()
+    private var window = -1
+    private var used = 0
+    private var served: [Int: Int] = [:]
+    private var refused = 0
+    private var arrivals: [Duration] = []
+
+    init(simulator: Simulator, quota: Int, period: Duration) {
+        self.simulator = simulator
+        self.quota = quota
+        self.period = period
+    }
+
+    /// When each attempt arrived.
+    var attemptTimes: [Duration] { lock.withLock { arrivals } }
+
+    /// Requests served in each window, and requests refused over the quota.
+    var counts: (served: [Int: Int], refused: Int) { lock.withLock { (served, refused) } }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let arrived = simulator.now
+        let index = Int(arrived / period)
+        let reset = Int(((period * (index + 1) - arrived).seconds).rounded(.up))
+        let (accepted, left) = lock.withLock { () -> (Bool, Int) in
+            arrivals.append(arrived)
+            if index != window {
+                window = index
+                used = 0
+            }
+            guard used < quota else {
+                refused += 1
+                return (false, 0)
+            }
+            used += 1
+            served[index, default: 0] += 1
+            return (true, quota - used)
+        }
+        await simulator.park(until: arrived + .milliseconds(10))
+        var headers: HTTPHeaders = [
+            "RateLimit-Policy": "\(quota);w=\(Int(period.seconds))",
+            "RateLimit": "limit=\(quota), remaining=\(left), reset=\(reset)",
+        ]
+        if !accepted { headers["Retry-After"] = "\(reset)" }
+        return HTTPResponse(status: accepted ? 200 : 429, headers: headers, request: request)
+    }
+}
+
+/// What a quota run came to.
+struct QuotaResult {
+    let name: String
+    let requests: Int
+    let succeeded: Int
+    /// Requests served in the windows the run's arrivals span.
+    let served: Int
+    let refused: Int
+    /// When each attempt reached the server.
+    let attempts: [Duration]
+}
+
+/// One client sending `rate` requests a second for `length` to a server with a quota of
+/// `quota` per `period`: with `RetryBehavior` alone, or with a `RateLimitBehavior` too.
+func runQuota(limited: Bool, quota: Int, period: Duration, rate: Int, length: Duration, seed: UInt64) async
+    -> QuotaResult
+{
+    let simulator = Simulator()
+    let clock = SimClock(simulator: simulator)
+    let upstream = QuotaUpstream(simulator: simulator, quota: quota, period: period)
+    var configuration = NetworkClient.Configuration(clock: clock)
+    configuration.retryBudget = RetryBudget(clock: clock)
+    let policy = RetryPolicy(maxAttempts: 3, baseDelay: .seconds(1), jitter: .full(using: SplitMix(state: seed)))
+    let limiter = RateLimiter(clock: clock)
+    let client = NetworkClient(baseURL: URL(string: "http://upstream.sim")!, transport: upstream, configuration: configuration) {
+        RetryBehavior(policy)
+        if limited { RateLimitBehavior(limiter) }
+    }
+    let gap = Duration.seconds(1) / rate
+    let count = Int((length / gap).rounded(.down))
+    let results = ResultLog()
+    var nextArrival = 0
+    let request = Request<Void>(path: "/item")
+    while true {
+        let wake = simulator.nextWake
+        let arrival = gap * nextArrival
+        if nextArrival < count, wake.map({ arrival <= $0 }) ?? true {
+            nextArrival += 1
+            simulator.advance(to: arrival)
+            Task {
+                let succeeded = (try? await client.send(request)) != nil
+                results.add(Outcome(arrival: arrival, succeeded: succeeded, end: simulator.now))
+                simulator.ended()
+            }
+        } else if wake != nil {
+            simulator.resumeNext()
+        } else {
+            break
+        }
+        for await _ in simulator.steps { break }
+    }
+    let outcomes = results.all
+    let (served, refused) = upstream.counts
+    let windows = Int(length / period)
+    return QuotaResult(
+        name: limited ? "retry + RateLimitBehavior" : "RetryBehavior alone (before)", requests: outcomes.count,
+        succeeded: outcomes.filter(\.succeeded).count, served: (0..<windows).reduce(0) { $0 + served[$1, default: 0] },
+        refused: refused, attempts: upstream.attemptTimes)
+}
+
+/// Attempts reaching the server per 10 s for each quota setup, against the quota's line.
+func quotaSVG(_ results: [QuotaResult], quota: Int, period: Duration, length: Duration) -> String {
+    let width = 720.0
+    let height = 300.0
+    let left = 50.0
+    let bottom = 40.0
+    let bins = Int(length.seconds / 10) + 6
+    let series = results.map { result -> [Int] in
+        var values = [Int](repeating: 0, count: bins)
+        for time in result.attempts where Int(time.seconds / 10) < bins { values[Int(time.seconds / 10)] += 1 }
+        return values
+    }
+    let allowed = Double(quota) * 10 / period.seconds
+    let top = max(Double(series.flatMap { $0 }.max() ?? 1), allowed) * 1.1
+    func x(_ bin: Double) -> Double { left + (width - left - 10) * bin / Double(bins) }
+    func y(_ value: Double) -> Double { height - bottom - (height - bottom - 10) * value / top }
+    let colors = ["#c0392b", "#27ae60"]
+    var out = """
+        <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(height + 44))" font-family="sans-serif" font-size="12">
+        <line x1="\(left)" y1="\(y(allowed))" x2="\(width - 10)" y2="\(y(allowed))" stroke="#999" stroke-dasharray="4 3"/>
+        <text x="\(left + 4)" y="\(y(allowed) - 4)">the quota: \(quota) a minute (\(String(format: "%.1f", allowed)) per 10 s on average)</text>
+        <line x1="\(left)" y1="\(y(0))" x2="\(width - 10)" y2="\(y(0))" stroke="#333"/>
+        <line x1="\(left)" y1="10" x2="\(left)" y2="\(y(0))" stroke="#333"/>
+        <text x="\(left)" y="\(height - bottom + 16)">0 s</text>
+        <text x="\(x(Double(bins)) - 40)" y="\(height - bottom + 16)">\(bins * 10) s</text>
+        <text x="4" y="\(y(top / 1.1) + 4)">\(Int(top / 1.1))</text>
+        <text x="4" y="\(y(0) + 4)">0</text>
+        <text x="\(left + 4)" y="\(height - bottom + 32)">attempts reaching the server per 10 s, one client asking for 5 requests a second</text>
+
+        """
+    for (index, values) in series.enumerated() {
+        let points = values.enumerated().map { "\(x(Double($0.offset) + 0.5)),\(y(Double($0.element)))" }.joined(separator: " ")
+        out += "<polyline fill=\"none\" stroke=\"\(colors[index % 2])\" stroke-width=\"2\" points=\"\(points)\"/>\n"
+        out += "<rect x=\"\(left + 4)\" y=\"\(height + 8 + Double(index) * 16)\" width=\"12\" height=\"4\" fill=\"\(colors[index % 2])\"/>"
+        out += "<text x=\"\(left + 22)\" y=\"\(height + 14 + Double(index) * 16)\">\(results[index].name)</text>\n"
+    }
+    return out + "</svg>\n"
+}
+
 // MARK: Main
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -340,6 +496,35 @@ for result in results {
         broken.append("with the breaker, goodput not back within one break duration (5 s)")
     }
 }
+
+// Quota: a server that accepts 100 requests a minute and says so; one client asking for 300.
+let quota = 100
+let quotaLength = Duration.seconds(300)
+let quotaPeriod = Duration.seconds(60)
+var quotaResults: [QuotaResult] = []
+for limited in [false, true] {
+    quotaResults.append(await runQuota(limited: limited, quota: quota, period: quotaPeriod, rate: 5, length: quotaLength, seed: 23))
+}
+let capacity = quota * Int(quotaLength / quotaPeriod)
+print("")
+print("Quota: one client × 5 requests/s for 300 s, a server accepting 100 requests a minute (fixed windows) and")
+print("announcing it (RateLimit-Policy, RateLimit; 429 with Retry-After past it)")
+print("")
+print("| setup | requests | attempts over the quota (429) | quota used (the 5 windows) |")
+print("|---|---:|---:|---:|")
+for result in quotaResults {
+    print("| \(result.name) | \(result.requests) | \(result.refused) | \(String(format: "%.1f %%", 100 * Double(result.served) / Double(capacity))) |")
+}
+for result in quotaResults {
+    let used = Double(result.served) / Double(capacity)
+    if result.name.hasPrefix("retry +") {
+        if result.refused > 0 { broken.append("with the rate limiter, \(result.refused) attempts over the quota (none allowed)") }
+        if used < 0.95 { broken.append("with the rate limiter, \(String(format: "%.1f", used * 100)) % of the quota used (95 % at least)") }
+    } else if result.refused == 0 {
+        broken.append("without the rate limiter nothing went over the quota: the scenario did not happen")
+    }
+}
+
 if !broken.isEmpty {
     print("overload-sim: " + broken.joined(separator: "; "))
     exit(1)
@@ -348,4 +533,8 @@ if let svgDirectory {
     let path = URL(fileURLWithPath: svgDirectory).appendingPathComponent("overload-outage.svg")
     try svg(results, incident: incident, length: length).write(to: path, atomically: true, encoding: .utf8)
     print("\nwrote \(path.path)")
+    let quotaPath = URL(fileURLWithPath: svgDirectory).appendingPathComponent("overload-quota.svg")
+    try quotaSVG(quotaResults, quota: quota, period: quotaPeriod, length: quotaLength).write(
+        to: quotaPath, atomically: true, encoding: .utf8)
+    print("wrote \(quotaPath.path)")
 }
