@@ -33,12 +33,6 @@ public final class NetworkClient: NetworkClientProtocol {
         /// ``NetworkError/timedOut``. Durations longer than 100 years count as
         /// 100 years.
         public var timeout: Duration?
-        /// How long a whole request may take, for requests that set none: every attempt, retry
-        /// decision and backoff wait together; `nil` (the default) for no limit but each attempt's
-        /// ``timeout``. An attempt in flight when it passes ends with ``NetworkError/timedOut``; a
-        /// retry that could not start before it is not made, and the request ends with the failure
-        /// it would have retried. Event streams have none (their idle timeout applies).
-        public var totalTimeout: Duration?
         /// The clock retry waits sleep on (backoff, `Retry-After`). Tests inject
         /// `ImmediateClock` to skip the waits, or `ManualClock` to step through them; timeouts
         /// are not measured on it (see ``timeoutClock``).
@@ -71,13 +65,8 @@ public final class NetworkClient: NetworkClientProtocol {
 
         /// The standard resilience settings, to pair with
         /// `CombinedRequestBehavior.standardResilience()`: the defaults, with a 10 s ``timeout``
-        /// for each attempt and a 30 s ``totalTimeout`` for the whole request (the retry budget is
-        /// on by default).
-        public static var standardResilience: Configuration {
-            var configuration = Configuration(timeout: .seconds(10))
-            configuration.totalTimeout = .seconds(30)
-            return configuration
-        }
+        /// for each attempt (the retry budget is on by default).
+        public static var standardResilience: Configuration { Configuration(timeout: .seconds(10)) }
 
         /// The default ``maxResponseSize``: 64 MiB.
         public static let defaultMaxResponseSize = 64 * 1024 * 1024
@@ -222,9 +211,7 @@ public final class NetworkClient: NetworkClientProtocol {
         let context = RequestContext(
             request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase, transfer: transfer, values: request.contextValues)
         let decoder = configuration.decoder
-        return try await runner.run(
-            httpRequest, plan: plan, context: context, totalTimeout: request.totalTimeout ?? configuration.totalTimeout
-        ) { response in
+        return try await runner.run(httpRequest, plan: plan, context: context) { response in
             try finish(response, context, decoder)
         }
     }

@@ -78,27 +78,20 @@ package struct RequestRunner: Sendable {
     /// exactly two places: `afterSuccess` after a decoded response, `afterFailure` after
     /// ``afterFailedAttempt(_:response:attempt:request:plan:context:timeout:)`` says it ends.
     package func run<Output>(
-        _ request: HTTPRequest, plan: HookPlan, context: RequestContext, totalTimeout: Duration? = nil,
+        _ request: HTTPRequest, plan: HookPlan, context: RequestContext,
         decode: (HTTPResponse) throws -> Output
     ) async throws(NetworkError) -> Output {
         var attempt = 1
         /// The first attempt since the taker last reconnected: the attempt cap counts from it.
         var runStart = 1
         var began = false
-        let attemptTimeout = request.timeout?.clampedForConveyor
-        // The whole request's deadline, on the timeout clock. An event stream has none: it lasts
-        // while bytes keep coming (its idle timeout), however long that is.
-        let total = totalTimeout.flatMap { whole -> Deadline? in
-            context.transfer?.timesOutWhenIdle == true ? nil : Deadline(after: whole.clampedForConveyor, on: timeoutClock)
-        }
-        var timeout = attemptTimeout
+        let timeout = request.timeout?.clampedForConveyor
         // Only a request that can be sent again counts: one whose chain can decide a retry, or
         // whose taker can reconnect. A request that cannot pays nothing for the budget.
         if let budgeting, !plan.retryDecision.isEmpty || context.transfer != nil {
             deposit(request, context: context, budgeting: budgeting)
         }
         while true {
-            if let total { timeout = Self.timeout(attemptTimeout, within: total) }
             let failure: NetworkError
             let response: HTTPResponse?
             switch await self.attempt(request, plan: plan, context: context, timeout: timeout, began: &began) {
@@ -117,10 +110,9 @@ package struct RequestRunner: Sendable {
             }
             // Nothing was sent and no `beforeSend` ran: no once-per-request hook follows.
             guard began else { throw failure }
-            if let total { timeout = Self.timeout(attemptTimeout, within: total) }
             switch await afterFailedAttempt(
                 failure, response: response ?? failure.response, attempt: attempt - runStart + 1, request: request,
-                plan: plan, context: context, timeout: timeout, total: total)
+                plan: plan, context: context, timeout: timeout)
             {
             case .retry:
                 attempt += 1
@@ -136,15 +128,6 @@ package struct RequestRunner: Sendable {
                 return try await Self.succeed(with: settled.response, plan: plan, context: context, decode: decode)
             }
         }
-    }
-
-    /// The time a step may take: the attempt's timeout or what is left of the request's total
-    /// timeout, whichever is shorter (zero once the total has passed: nothing more is sent).
-    @inline(never)
-    static func timeout(_ attemptTimeout: Duration?, within total: Deadline) -> Duration {
-        let left = total.remaining() ?? .zero
-        guard let attemptTimeout else { return left }
-        return min(attemptTimeout, left)
     }
 
     /// Counts `request` in its origin's budget account. Out of line: one call on the success path.
@@ -216,7 +199,7 @@ package struct RequestRunner: Sendable {
     /// a retry waits its backoff. `attempt` counts from the last reconnect.
     func afterFailedAttempt(
         _ failure: NetworkError, response: HTTPResponse?, attempt: Int, request: HTTPRequest, plan: HookPlan,
-        context: RequestContext, timeout: Duration?, total: Deadline? = nil
+        context: RequestContext, timeout: Duration?
     ) async -> AfterFailure {
         let account = budgetAccount(of: request, context: context, budget: retryBudget)
         let decided = await context.transfer?.decision(after: failure)
@@ -242,8 +225,6 @@ package struct RequestRunner: Sendable {
         case .finish, .end, nil: break
         }
         guard attempt < attemptLimit, !plan.retryDecision.isEmpty else { return .end(failure) }
-        // The request's total timeout has passed: no decision is asked, nothing more is sent.
-        if let total, total.hasPassed() { return .end(failure) }
         var failure = failure
         let decision: RetryDecision
         switch await decide(after: failure, response: response, plan: plan, context: context, timeout: timeout) {
@@ -258,11 +239,8 @@ package struct RequestRunner: Sendable {
         // answer or the transport's error, not a new error that hides it. A retry with a credential
         // just refreshed is counted, never refused (at most one per refresh of a request).
         let withNewCredential = context.takeRetryWithNewCredential()
-        let wait = delay.clampedForConveyor
-        // A retry that could not start before the request's total timeout is not made: the request
-        // ends with the failure it would have retried, as a refused one does (and spends nothing).
-        if let total, wait >= total.remaining() ?? .zero { return .end(failure) }
         guard budgetAllowsResending(account, exempt: withNewCredential, context: context) else { return .end(failure) }
+        let wait = delay.clampedForConveyor
         if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
         if Task.isCancelled || context.isCancelled { return .end(.cancelled) }
         return .retry

@@ -131,9 +131,7 @@ extension NetworkClient {
         let context = RequestContext(
             request: httpRequest, scope: baseScope, targetsBaseOrigin: targetsBase,
             transfer: Self.transfer(taker: taker, request: request, plan: plan), values: request.contextValues)
-        return try await runner.run(
-            httpRequest, plan: plan, context: context, totalTimeout: request.totalTimeout ?? configuration.totalTimeout
-        ) { response in
+        return try await runner.run(httpRequest, plan: plan, context: context) { response in
             (response, context.attempt)
         }
     }
