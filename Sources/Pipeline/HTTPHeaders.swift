@@ -186,6 +186,13 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
         var values: [String] = []
         for field in self where isCredential(field.name) {
             values.append(field.value)
+            var value = field.value
+            let isASCII = value.withUTF8 { bytes in
+                guard bytes.allSatisfy({ $0 < 0x80 }) else { return false }
+                Self.appendCredentialParts(ofASCII: bytes, to: &values)
+                return true
+            }
+            if isASCII { continue }
             let parts = field.value.split(separator: " ", maxSplits: 1)
             if parts.count == 2 { values.append(String(parts[1])) }
             // `Basic base64(user:password)`: a server that echoes the password decoded must not
@@ -203,7 +210,33 @@ public struct HTTPHeaders: Sendable, Hashable, RandomAccessCollection, Expressib
                 }
             }
         }
-        return values.filter { $0.count >= 4 }
+        // `count >= 4` in characters, reading at most four of them.
+        return values.filter { !$0.dropFirst(3).isEmpty }
+    }
+
+    /// What ``credentialValues(where:)`` takes from an ASCII value, split over its bytes: the
+    /// same pieces as its split over characters (in ASCII a character is a byte, or `\r\n`, which
+    /// holds no separator), without the grapheme breaking that split costs.
+    private static func appendCredentialParts(ofASCII bytes: UnsafeBufferPointer<UInt8>, to values: inout [String]) {
+        func string(_ slice: Slice<UnsafeBufferPointer<UInt8>>) -> String { String(decoding: slice, as: UTF8.self) }
+        let parts = bytes.split(separator: UInt8(ascii: " "), maxSplits: 1)
+        if parts.count == 2 {
+            values.append(string(parts[1]))
+            // `Basic base64(user:password)`: a server that echoes the password decoded must not
+            // show it either.
+            if parts[0].count == 5, zip(parts[0], "basic".utf8).allSatisfy({ $0 | 0x20 == $1 }),
+                let decoded = Data(base64Encoded: String(decoding: parts[1].filter { $0 != UInt8(ascii: " ") }, as: UTF8.self)),
+                let pair = String(validating: decoded, as: UTF8.self)
+            {
+                values.append(pair)
+                if let colon = pair.firstIndex(of: ":") { values.append(String(pair[pair.index(after: colon)...])) }
+            }
+        }
+        for cookie in bytes.split(separator: UInt8(ascii: ";")) {
+            if let value = cookie.split(separator: UInt8(ascii: "="), maxSplits: 1).dropFirst().first {
+                values.append(string(value.drop { $0 == UInt8(ascii: " ") }))
+            }
+        }
     }
 
     /// Whether a header carries credentials and must never be printed: a built-in

@@ -87,6 +87,16 @@ package enum SecretName {
             if letter < 26 { letters |= 1 << UInt32(letter) }
         }
         guard stemMasks.contains(where: { $0 & letters == $0 }) else { return .plain }
+        // The rest costs some 5,000 instructions a name, and the same few names (a client's
+        // headers, an API's keys) come back with every request: remembered by their bytes.
+        guard count <= VerdictMemo.longestName else { return judgeFolding(bytes) }
+        return VerdictMemo.shared.verdict(of: bytes) { judgeFolding(bytes) }
+    }
+
+    /// The verdict of a name that has the letters of some secret word: its words folded and
+    /// split, then judged.
+    private static func judgeFolding(_ bytes: UnsafeBufferPointer<UInt8>) -> Verdict {
+        let count = bytes.count
         // Lowercased on the stack, with the words' bounds: a name is short, and this runs for
         // every header a redaction, a cache key or a redirect check sees.
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count) { folded in
@@ -128,6 +138,37 @@ package enum SecretName {
     }
 
     private typealias Word = Slice<UnsafeBufferPointer<UInt8>>
+
+    /// The verdicts of the last names judged, by their exact bytes: a direct-mapped table of 256
+    /// names (a name evicts the one in its slot), behind a lock. A verdict depends on the name's
+    /// bytes alone, so a remembered one is the one the rule gives.
+    struct VerdictMemo: Sendable {
+        static let shared = VerdictMemo()
+        /// Longer names are judged every time (and never kept).
+        static let longestName = 64
+
+        private struct Entry {
+            let name: [UInt8]
+            let verdict: Verdict
+        }
+
+        private let slots = Locked<[Entry?]>(Array(repeating: nil, count: 256))
+
+        /// The verdict remembered for `name`, or `judge()`'s, then remembered.
+        func verdict(of name: UnsafeBufferPointer<UInt8>, judging judge: () -> Verdict) -> Verdict {
+            var hash: UInt64 = 0xCBF2_9CE4_8422_2325  // FNV-1a
+            for byte in name { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+            let slot = Int(truncatingIfNeeded: hash ^ hash >> 29) & 255
+            let known = slots.withLock { slots -> Verdict? in
+                guard let entry = slots[slot], entry.name.elementsEqual(name) else { return nil }
+                return entry.verdict
+            }
+            if let known { return known }
+            let verdict = judge()
+            slots.withLock { $0[slot] = Entry(name: Array(name), verdict: verdict) }
+            return verdict
+        }
+    }
 
     /// The rule over the lowercased words (see the type's documentation, whose steps it follows).
     private static func judge(words all: UnsafeBufferPointer<Word>, text: Word) -> Verdict {

@@ -1,4 +1,5 @@
 import ConveyorPipeline
+import Foundation
 
 /// Reads JSON (or JSON-like text cut anywhere) as a stream of tokens, without building objects,
 /// to find the values of hidden keys: one pass over the bytes, memory linear in the input.
@@ -68,10 +69,8 @@ struct JSONFieldScanner {
     private func forEachHiddenValue(where judge: (String) -> SecretName.Verdict, _ body: (Int, Range<Int>) -> Void) {
         var index = 0
         while index < bytes.count {
-            guard bytes[index] == UInt8(ascii: "\"") else {
-                index += 1
-                continue
-            }
+            index = self.index(of: UInt8(ascii: "\""), from: index, to: bytes.count)
+            guard index < bytes.count else { break }
             let end = stringEnd(from: index)
             let colon = skipSpace(end)
             guard colon < bytes.count, bytes[colon] == UInt8(ascii: ":") else {
@@ -108,17 +107,30 @@ struct JSONFieldScanner {
         return index
     }
 
-    /// The index after the closing quote of the string that opens at `start`, or the end.
+    /// The index after the closing quote of the string that opens at `start`, or the end: the
+    /// first quote that no backslash escapes. Each quote and each backslash is found by `memchr`,
+    /// and each byte is searched at most once for each: linear, and a long string costs a few
+    /// calls instead of a loop over its bytes.
     private func stringEnd(from start: Int) -> Int {
+        let count = bytes.count
         var index = start + 1
-        while index < bytes.count {
-            switch bytes[index] {
-            case UInt8(ascii: "\""): return index + 1
-            case UInt8(ascii: "\\"): index += 2
-            default: index += 1
-            }
+        var quote = index - 1  // the first quote at or after `index`, once searched for
+        while index < count {
+            if quote < index { quote = self.index(of: UInt8(ascii: "\""), from: index, to: count) }
+            let backslash = self.index(of: UInt8(ascii: "\\"), from: index, to: quote)
+            if backslash == quote { return quote == count ? count : quote + 1 }
+            index = backslash + 2  // the escaped byte is skipped, whatever it is
         }
-        return bytes.count
+        return count
+    }
+
+    /// The index of the first `byte` in `bytes[start..<end]`, or `end`.
+    private func index(of byte: UInt8, from start: Int, to end: Int) -> Int {
+        guard start < end else { return end }
+        return bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress, let found = memchr(base + start, Int32(byte), end - start) else { return end }
+            return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
+        }
     }
 
     /// The end of the value that starts at `start`: a string, a balanced array or object, or a

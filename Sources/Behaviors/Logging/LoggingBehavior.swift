@@ -41,6 +41,8 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
     package let logsHeaders: Bool
     /// Starts a stopwatch on the injected clock.
     let stopwatch: @Sendable () -> @Sendable () -> Duration
+    /// The scrubbers of the last sets of secrets the requests carried: one token, one scrubber.
+    let scrubbers = SecretScrubberCache()
 
     /// Creates the behavior.
     /// - Parameters:
@@ -77,7 +79,7 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
         }
         guard logsAttempts else { return }
         let secrets = collectSecrets(of: request, context: context)
-        let scrubber = SecretScrubber(secrets: secrets)
+        let scrubber = scrubbers.scrubber(for: secrets)
         var line = "→ \(context.requestID) \(request.method) \(redactor.redact(request.url)) attempt \(context.attempt)"
         if logsHeaders && !request.headers.isEmpty {
             line += " [" + request.headers.map { "\($0.name): \(redactor.value(of: $0, sensitive: request.sensitiveHeaders))" }.joined(separator: ", ") + "]"
@@ -97,7 +99,7 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
     public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
         guard sink.accepts(.info) else { return }
         let sent = sink.accepts(.debug) ? context[SentSecrets.self] : collectSecrets(of: response.request, context: context)
-        let scrubber = SecretScrubber(secrets: sent)
+        let scrubber = scrubbers.scrubber(for: sent)
         var line = "← \(context.requestID) \(response.status) after \(context.attempt) attempt(s), \(response.body.count) bytes"
         if bodyPreviewLimit > 0 && !response.body.isEmpty {
             line += " body: "
@@ -121,7 +123,7 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
         var line = "✕ \(context.requestID) failed after \(context.attempt) attempt(s): \(error)"
         let refusal = context.retryRefusal
         if let refusal { line += " (not retried: the retry budget for \(refusal.origin.host) is spent)" }
-        let scrubber = SecretScrubber(secrets: secrets)
+        let scrubber = scrubbers.scrubber(for: secrets)
         var metadata = metadata(of: error.response?.request ?? context.originalRequest, context: context, scrubber: scrubber)
         if refusal != nil { metadata["conveyor.retry.refused"] = "budget" }
         if let status = error.responseHead?.status {
@@ -130,17 +132,17 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
         } else {
             metadata["error.type"] = error.name
         }
-        sink.write(LogEntry(level: .error, message: redactor.scrub(line, secrets), metadata: metadata))
+        sink.write(LogEntry(level: .error, message: redactor.scrub(line, scrubber: scrubber), metadata: metadata))
     }
 
     /// The facts every line carries (``LogEntry/metadata``), redacted as the line is.
     private func metadata(of request: HTTPRequest, context: RequestContext, scrubber: SecretScrubber) -> [String: String] {
-        var metadata = [
-            "conveyor.request_id": String(context.requestID.rawValue),
-            "conveyor.attempt": String(context.attempt),
-            "http.request.method": request.method.rawValue,
-            "url.full": redactor.scrub(redactor.redact(request.url), scrubber: scrubber),
-        ]
+        // Room for every key a line adds (11 at most): a dictionary that grows rehashes them all.
+        var metadata = [String: String](minimumCapacity: 11)
+        metadata["conveyor.request_id"] = String(context.requestID.rawValue)
+        metadata["conveyor.attempt"] = String(context.attempt)
+        metadata["http.request.method"] = request.method.rawValue
+        metadata["url.full"] = redactor.scrub(redactor.redact(request.url), scrubber: scrubber)
         if let origin = Origin(request.url) {
             metadata["server.address"] = origin.host
             metadata["server.port"] = String(origin.port)

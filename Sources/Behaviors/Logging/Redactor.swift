@@ -261,8 +261,7 @@ public struct Redactor: Sendable {
 
     /// ``scrub(_:_:)`` with the secrets' scrubber built once.
     package func scrub(_ text: String, scrubber: SecretScrubber) -> String {
-        guard !scrubber.isEmpty else { return text }
-        return String(decoding: scrubber.scrub(Array(text.utf8)), as: UTF8.self)
+        scrubber.scrub(text)
     }
 
     /// Percent- and form-decoded bytes (`+` is a space); an invalid escape stays as it is.
@@ -324,7 +323,8 @@ public struct Redactor: Sendable {
             items.append(bytes[...])
             values += JSONFieldScanner(bytes: bytes).hiddenLeaves(where: judge)
         }
-        for list in items {
+        // Only a pair with `=` can hold a value: a list without one (a JSON body) is not split.
+        for list in items where list.withUnsafeBufferPointer({ !$0.isEmpty && memchr($0.baseAddress!, Int32(UInt8(ascii: "=")), $0.count) != nil }) {
             for pair in list.split(separator: UInt8(ascii: "&")) {
                 guard let equals = pair.firstIndex(of: UInt8(ascii: "=")),
                     hides(
@@ -339,8 +339,8 @@ public struct Redactor: Sendable {
 
     /// The decoded user and password of a URL's authority.
     private static func userInfo(of url: ArraySlice<UInt8>) -> [String] {
-        guard let schemeEnd = url.firstRange(of: Array("://".utf8)) else { return [] }
-        let rest = url[schemeEnd.upperBound...]
+        guard let schemeEnd = url.endOfFirstSchemeSeparator else { return [] }
+        let rest = url[schemeEnd...]
         let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
             ?? rest.endIndex
         guard let at = rest[..<authorityEnd].lastIndex(of: UInt8(ascii: "@")) else { return [] }
