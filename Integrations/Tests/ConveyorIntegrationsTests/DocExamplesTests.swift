@@ -59,6 +59,19 @@ enum DocExamples {
         _ = client
     }
 
+    static func resilienceMetrics() {
+        let resilience = ResilienceMetrics()   // MetricsSystem's factory, bootstrapped by your app
+        let breaker = CircuitBreaker(onChange: resilience.circuitChanged)
+        let limiter = ConcurrencyLimiter(onChange: resilience.limitChanged)
+        let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
+            RetryBehavior()
+            MetricsBehavior(sink: SwiftMetricsSink())   // a refused attempt: error.type circuitOpen or rateLimited
+            ConcurrencyLimitBehavior(limiter)
+            CircuitBreakerBehavior(breaker)
+        }
+        _ = client
+    }
+
     struct AttemptTimer: MetricsSink {
         func record(_ metrics: AttemptMetrics) {
             let (seconds, attoseconds) = metrics.duration.components
@@ -112,7 +125,7 @@ func upstreamClient(http: HTTPClient, session: some TokenProvider & TokenRefresh
     }
 
     @Test(arguments: [
-        ("Docs/Integrations.md", "DocExamplesTests.swift", 6), ("Docs/OpenAPI.md", "OpenAPIGuideExamples.swift", 5),
+        ("Docs/Integrations.md", "DocExamplesTests.swift", 7), ("Docs/OpenAPI.md", "OpenAPIGuideExamples.swift", 5),
         ("Docs/Caching.md", "CachingGuideExamples.swift", 1),
     ])
     func everyExampleOfTheGuideIsCompiledHere(guide path: String, copies: String, count: Int) throws {

@@ -1,0 +1,55 @@
+import Conveyor
+import ConveyorMetrics
+import ConveyorTesting
+import CoreMetrics
+import Foundation
+import MetricsTestKit
+import Testing
+
+/// `ResilienceMetrics` records what the breaker and the concurrency limiter decide, with the
+/// servers' dimensions only.
+@Suite struct ResilienceMetricsTests {
+    let api = URL(string: "https://api.test:8443")!
+    var server: [(String, String)] { [("server.address", "api.test"), ("server.port", "8443")] }
+
+    /// A circuit opened by failures, then isolated and closed by an operator: each state is the
+    /// gauge's value in turn, and each transition counted under its state.
+    @Test func circuitTransitionsAreAGaugeAndACounter() async throws {
+        let metrics = TestMetrics()
+        let recorder = ResilienceMetrics(factory: metrics)
+        let breaker = CircuitBreaker(
+            options: .init(minimumThroughput: 2), clock: ManualClock(), onChange: recorder.circuitChanged)
+        let mock = MockTransport(baseURL: api)
+        mock.enqueue(.status(503), .status(503))
+        let client = NetworkClient(baseURL: api, transport: mock) { CircuitBreakerBehavior(breaker) }
+        for _ in 0..<3 { _ = try? await client.send(Request<Void>(path: "/x")) }
+        let origin = Origin(api)!
+        breaker.isolate(origin)
+        breaker.close(origin)
+        #expect(try metrics.expectGauge("conveyor.circuit.state", server).values == [2, 3, 0])
+        #expect(try metrics.expectCounter("conveyor.circuit.transitions", server + [("conveyor.circuit.state", "open")])
+            .totalValue == 1)
+        #expect(try metrics.expectCounter("conveyor.circuit.transitions", server + [("conveyor.circuit.state", "isolated")])
+            .totalValue == 1)
+        #expect(try metrics.expectCounter("conveyor.circuit.transitions", server + [("conveyor.circuit.state", "closed")])
+            .totalValue == 1)
+        #expect(mock.requests.count == 2)  // the third request was refused by the open circuit
+    }
+
+    /// A failure lowers the limit: the gauge reads the new one.
+    @Test func aLimitChangeIsAGauge() async throws {
+        let metrics = TestMetrics()
+        let recorder = ResilienceMetrics(factory: metrics)
+        let limiter = ConcurrencyLimiter(
+            options: .init(initialLimit: 10), clock: ManualClock(), onChange: recorder.limitChanged)
+        let mock = MockTransport(baseURL: api)
+        mock.enqueue(.status(503))
+        var configuration = NetworkClient.Configuration()
+        configuration.retryBudget = nil
+        let client = NetworkClient(baseURL: api, transport: mock, configuration: configuration) {
+            ConcurrencyLimitBehavior(limiter)
+        }
+        _ = try? await client.send(Request<Void>(path: "/x"))
+        #expect(try metrics.expectGauge("conveyor.concurrency.limit", server).values == [9])
+    }
+}
