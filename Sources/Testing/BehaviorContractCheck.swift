@@ -66,7 +66,16 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
             let before = await probe()
             let problems = await run(scenario)
             violations += problems.map { Violation(scenario: scenario.rawValue, message: $0) }
-            let after = await probe()
+            // A step the request abandoned (cancelled, or past its deadline) may still be unwinding
+            // in its own task, and a behavior's cleanup with it: it gets a bounded number of turns
+            // to finish before the state counts as not restored.
+            var after = await probe()
+            var turns = 0
+            while before != after && turns < 100_000 {
+                await Task.yield()
+                after = await probe()
+                turns += 1
+            }
             if before != after {
                 violations.append(
                     Violation(

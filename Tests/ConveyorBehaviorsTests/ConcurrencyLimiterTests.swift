@@ -290,14 +290,18 @@ import Testing
     /// The check runs 20 requests at once by default: against a limit of 5 it says so (it used to
     /// wait forever), and with `concurrentRequests: 5` the behavior passes.
     @Test func theContractCheckReportsALimitBelowItsConcurrencyInsteadOfHanging() async {
-        let limiter = ConcurrencyLimiter(options: .init(initialLimit: 5, minLimit: 5, maxLimit: 5))
-        let probe = { @Sendable in
-            limiter.origins.withLock { $0.values.reduce(0) { $0 + $1.inFlight + $1.queue.count + $1.placed.count } }
+        func limited() -> (ConcurrencyLimitBehavior, @Sendable () -> Int) {
+            let limiter = ConcurrencyLimiter(options: .init(initialLimit: 5, minLimit: 5, maxLimit: 5))
+            return (ConcurrencyLimitBehavior(limiter), {
+                limiter.origins.withLock { $0.values.reduce(0) { $0 + $1.inFlight + $1.queue.count + $1.placed.count } }
+            })
         }
-        let violations = await BehaviorContractCheck(ConcurrencyLimitBehavior(limiter), probe: probe).run()
+        let (behavior, probe) = limited()
+        let violations = await BehaviorContractCheck(behavior, probe: probe).run()
         #expect(violations.contains { $0.message.hasPrefix("only 5 of 20 concurrent requests reached the transport") })
         #expect(violations.allSatisfy { $0.scenario == "concurrent requests finishing in reverse order" }, "\(violations)")
-        let fitting = await BehaviorContractCheck(ConcurrencyLimitBehavior(limiter), concurrentRequests: 5, probe: probe).run()
+        let (fresh, freshProbe) = limited()
+        let fitting = await BehaviorContractCheck(fresh, concurrentRequests: 5, probe: freshProbe).run()
         #expect(fitting.isEmpty, "\(fitting)")
     }
 
