@@ -294,7 +294,14 @@ extension TransportConformanceKitTests {
     @Test func aTransportThatBuffersEventStreamsFailsAndAStreamingOnePasses() async {
         let buffering = await TransportConformance.run(
             .eventStreamReconnect, on: BufferingStreamingTransport(inner: Self.healthy), options: Self.options)
-        #expect(failure(buffering)?.contains("the events were []") == true, "\(buffering)")
+        // No event ever reaches the parser, so the check fails one of two ways, by how the
+        // connections that the 1 s idle timeout ends add up: the stream ends empty, or it ends
+        // with the timeout of its last connection (seen in 2 of 3 full runs under TSan, where a
+        // buffered connection takes longer). Either way it names what went wrong; it never passes.
+        let message = failure(buffering) ?? ""
+        #expect(
+            message.contains("the events were []") || message.contains("the stream ended with The request timed out"),
+            "\(buffering)")
         let healthy = await TransportConformance.run(.eventStreamReconnect, on: Self.healthy, options: Self.options)
         #expect(healthy.status == .passed, "\(healthy)")
         let exit = await TransportConformance.run(.eventStreamExit, on: Self.healthy, options: Self.options)
