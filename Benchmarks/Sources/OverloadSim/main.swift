@@ -174,26 +174,30 @@ func run(_ setup: Setup, incident: Incident, length: Duration, clients: Int = 50
     for k in 0..<perClient {
         for client in 0..<clients { arrivals.append((gap * k + offset * client, client)) }
     }
+    let request = Request<Void>(path: "/item")
+    let senders = arrivals.map { networkClients[$0.client] }
+    let outcomes = await drive(simulator, arrivals: arrivals.map(\.time)) { index in
+        try await senders[index].send(request)
+    }
+    return RunResult(setup: setup, outcomes: outcomes, attempts: log.all)
+}
+
+/// Runs one request per arrival time, each in a task of its own, on the simulator: the driver
+/// starts the next arrival or resumes the earliest parked task, whichever comes first in virtual
+/// time, then waits until the task that ran parks again or ends. One task runs at a time.
+func drive(_ simulator: Simulator, arrivals: [Duration], send: @escaping @Sendable (Int) async throws -> Void) async
+    -> [Outcome]
+{
     let results = ResultLog()
     var nextArrival = 0
-    var running = 0
-    let request = Request<Void>(path: "/item")
     while true {
         let wake = simulator.nextWake
-        if nextArrival < arrivals.count, wake.map({ arrivals[nextArrival].time <= $0 }) ?? true {
-            let (time, index) = arrivals[nextArrival]
+        if nextArrival < arrivals.count, wake.map({ arrivals[nextArrival] <= $0 }) ?? true {
+            let (index, time) = (nextArrival, arrivals[nextArrival])
             nextArrival += 1
             simulator.advance(to: time)
-            let client = networkClients[index]
-            running += 1
             Task {
-                let succeeded: Bool
-                do {
-                    try await client.send(request)
-                    succeeded = true
-                } catch {
-                    succeeded = false
-                }
+                let succeeded = (try? await send(index)) != nil
                 results.add(Outcome(arrival: time, succeeded: succeeded, end: simulator.now))
                 simulator.ended()
             }
@@ -202,10 +206,9 @@ func run(_ setup: Setup, incident: Incident, length: Duration, clients: Int = 50
         } else {
             break
         }
-        // Wait until the task that ran parks again or ends.
         for await _ in simulator.steps { break }
     }
-    return RunResult(setup: setup, outcomes: results.all, attempts: log.all)
+    return results.all
 }
 
 final class ResultLog: @unchecked Sendable {
@@ -391,28 +394,8 @@ func runQuota(limited: Bool, quota: Int, period: Duration, rate: Int, length: Du
     }
     let gap = Duration.seconds(1) / rate
     let count = Int((length / gap).rounded(.down))
-    let results = ResultLog()
-    var nextArrival = 0
     let request = Request<Void>(path: "/item")
-    while true {
-        let wake = simulator.nextWake
-        let arrival = gap * nextArrival
-        if nextArrival < count, wake.map({ arrival <= $0 }) ?? true {
-            nextArrival += 1
-            simulator.advance(to: arrival)
-            Task {
-                let succeeded = (try? await client.send(request)) != nil
-                results.add(Outcome(arrival: arrival, succeeded: succeeded, end: simulator.now))
-                simulator.ended()
-            }
-        } else if wake != nil {
-            simulator.resumeNext()
-        } else {
-            break
-        }
-        for await _ in simulator.steps { break }
-    }
-    let outcomes = results.all
+    let outcomes = await drive(simulator, arrivals: (0..<count).map { gap * $0 }) { _ in try await client.send(request) }
     let (served, refused) = upstream.counts
     let windows = Int(length / period)
     return QuotaResult(
