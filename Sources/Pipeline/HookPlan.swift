@@ -12,6 +12,8 @@ package enum HookBits {
     package static let afterFailure: UInt16 = 128
     package static let transferProgress: UInt16 = 256
     package static let wraps: UInt16 = 512
+    /// A ``RequestHedging`` member: the engine hedges the chain's requests by its policy.
+    package static let hedges: UInt16 = 1024
 
     /// The hooks `behavior`'s type declares.
     @inline(__always)
@@ -58,6 +60,9 @@ package final class HookPlan: Sendable {
     package let progressObservers: [any RequestBehavior]
     /// Whether a member wraps others (``WrappingRequestBehavior``).
     let hasWrappers: Bool
+    /// The member that hedges the chain's requests (the last one, if several): found once, so a
+    /// chain without one pays a nil check per request.
+    let hedger: (any RequestHedging)?
 
     /// The plan of `behaviors`, in registration order.
     init(behaviors: [any RequestBehavior]) {
@@ -77,6 +82,15 @@ package final class HookPlan: Sendable {
         afterFailure = members(HookBits.afterFailure).reversed()
         progressObservers = members(HookBits.transferProgress)
         hasWrappers = bits.contains { $0 & HookBits.wraps != 0 }
+        hedger = Self.lastHedger(in: behaviors, bits: bits)
+    }
+
+    /// The last member whose type declares ``HookBits/hedges``.
+    private static func lastHedger(in behaviors: [any RequestBehavior], bits: [UInt16]) -> (any RequestHedging)? {
+        for index in behaviors.indices.reversed() where bits[index] & HookBits.hedges != 0 {
+            if let hedger = behaviors[index] as? any RequestHedging { return hedger }
+        }
+        return nil
     }
 
     /// A client's plan extended by a request's own behaviors (which run inside the client's).
@@ -115,6 +129,8 @@ package final class HookPlan: Sendable {
         afterFailure = backward(base.afterFailure, HookBits.afterFailure)
         progressObservers = forward(base.progressObservers, HookBits.transferProgress)
         hasWrappers = base.hasWrappers || all & HookBits.wraps != 0
+        // A request's own hedging member replaces the client's.
+        hedger = all & HookBits.hedges != 0 ? Self.lastHedger(in: extra, bits: bits) ?? base.hedger : base.hedger
     }
 
     /// A plan without the members `keep` rejects (a request's opt-outs); order is kept.
@@ -129,5 +145,6 @@ package final class HookPlan: Sendable {
         afterFailure = base.afterFailure.filter(keep)
         progressObservers = base.progressObservers.filter(keep)
         hasWrappers = base.hasWrappers
+        hedger = base.hedger.flatMap { keep($0) ? $0 : nil }
     }
 }

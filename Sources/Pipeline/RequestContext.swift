@@ -139,6 +139,7 @@ public final class RequestContext: Sendable {
     /// Assigned when first read, from the client's counter, so requests that never read it touch
     /// nothing shared. A context made without a client counts on its own (its first ID is `#1`).
     public var requestID: RequestID {
+        if let owner { return owner.requestID }
         if let id = state.withLock({ $0.requestID }) { return id }
         let fresh = scope.nextRequestID()
         return state.withLock { state in
@@ -164,6 +165,11 @@ public final class RequestContext: Sendable {
     /// What the sending client shares with its requests (its base origin, its request-ID
     /// counter): made once per client, and each request stores one reference.
     private let scope: ClientScope
+
+    /// For one attempt's own view of the request (an attempt that runs beside another: a hedge,
+    /// contract rule 20), the request's context; `nil` for the request's context itself.
+    /// Cancellation and the request ID are the request's; the values are the attempt's own copy.
+    private let owner: RequestContext?
 
     /// Whether the request, as the caller made it, goes to ``baseOrigin`` (a relative path, or
     /// an absolute URL on the same scheme, host and port). `true` when there is no base origin.
@@ -191,6 +197,7 @@ public final class RequestContext: Sendable {
         self.scope = scope
         self.targetsBaseOrigin = !scope.hasOrigin || targetsBaseOrigin
         self.transfer = transfer
+        self.owner = nil
         if requestID != nil || !values.entries.isEmpty {
             state.withLock {
                 $0.requestID = requestID
@@ -198,6 +205,35 @@ public final class RequestContext: Sendable {
             }
         }
         transfer?.attach(self)
+    }
+
+    /// An attempt's own view of `owner`'s request (contract rule 20): it starts with a copy of the
+    /// request's values and keeps what the attempt's hooks write to itself, so attempts that run
+    /// at once never see each other's per-attempt values. ``adopt(_:)`` keeps the winner's.
+    private init(viewOf owner: RequestContext, attempt: Int) {
+        self.originalRequest = owner.originalRequest
+        self.scope = owner.scope
+        self.targetsBaseOrigin = owner.targetsBaseOrigin
+        self.transfer = nil  // a request with a transfer is never hedged
+        self.owner = owner
+        let storage = owner.state.withLock { $0.storage }
+        state.withLock {
+            $0.storage = storage
+            $0.attempt = attempt
+        }
+    }
+
+    /// A view of this request for attempt number `attempt`, run beside others.
+    package func attemptView(_ attempt: Int) -> RequestContext {
+        RequestContext(viewOf: self, attempt: attempt)
+    }
+
+    /// Makes `view`'s values the request's: the request goes on as the attempt it saw left it,
+    /// as if that attempt had been the only one.
+    package func adopt(_ view: RequestContext) {
+        guard view.owner === self else { return }
+        let storage = view.state.withLock { $0.storage }
+        state.withLock { $0.storage = storage }
     }
 
     /// The request's transfer: where its response body goes and who hears of progress. The
@@ -316,6 +352,7 @@ public final class RequestContext: Sendable {
     /// For behaviors that must stop a request from outside its task, such as a background task
     /// that expires.
     public func cancel() {
+        if let owner { return owner.cancel() }
         let target = state.withLock { state in
             state.cancelRequested = true
             defer { state.interruptTarget = nil }
@@ -325,7 +362,10 @@ public final class RequestContext: Sendable {
     }
 
     /// Whether ``cancel()`` was called.
-    public var isCancelled: Bool { state.withLock { $0.cancelRequested } }
+    public var isCancelled: Bool {
+        if let owner { return owner.isCancelled }
+        return state.withLock { $0.cancelRequested }
+    }
 
     /// Lets ``cancel()`` interrupt an attempt that is already in flight (its hooks and its
     /// transport call), not only the waits between attempts. Call it from a request-side hook
@@ -333,14 +373,21 @@ public final class RequestContext: Sendable {
     /// then runs in a task of its own (a few microseconds), so requests that never need it don't
     /// pay.
     public func makeInterruptible() {
+        if let owner { return owner.makeInterruptible() }
         state.withLock { $0.interruptible = true }
     }
 
-    package var isInterruptible: Bool { state.withLock { $0.interruptible } }
+    /// Whether ``makeInterruptible()`` was called. An attempt's view says `false`: the attempts
+    /// that run at once are interrupted together, by the request (see ``attemptView(_:)``).
+    package var isInterruptible: Bool {
+        if owner != nil { return false }
+        return state.withLock { $0.interruptible }
+    }
 
     /// ``isCancelled`` and ``isInterruptible`` in one read of the lock.
     package var cancellationState: (cancelled: Bool, interruptible: Bool) {
-        state.withLock { ($0.cancelRequested, $0.interruptible) }
+        if let owner { return (owner.isCancelled, false) }
+        return state.withLock { ($0.cancelRequested, $0.interruptible) }
     }
 
     /// Makes `target` the step that ``cancel()`` ends (`nil` to clear it). If the request was

@@ -88,13 +88,21 @@ package struct RequestRunner: Sendable {
         let timeout = request.timeout?.clampedForConveyor
         // Only a request that can be sent again counts: one whose chain can decide a retry, or
         // whose taker can reconnect. A request that cannot pays nothing for the budget.
-        if let budgeting, !plan.retryDecision.isEmpty || context.transfer != nil {
+        if let budgeting, !plan.retryDecision.isEmpty || context.transfer != nil || plan.hedger != nil {
             deposit(request, context: context, budgeting: budgeting)
         }
         while true {
             let failure: NetworkError
             let response: HTTPResponse?
-            switch await self.attempt(request, plan: plan, context: context, timeout: timeout, began: &began) {
+            let exchange: Exchange
+            if plan.hedger != nil, let hedger = hedger(for: request, plan: plan, context: context) {
+                exchange = await race(
+                    request, plan: plan, context: context, timeout: timeout, began: &began, attempt: &attempt,
+                    hedger: hedger)
+            } else {
+                exchange = await self.attempt(request, plan: plan, context: context, timeout: timeout, began: &began)
+            }
+            switch exchange {
             case .received(let received):
                 do throws(NetworkError) {
                     let output = try Self.decodeOutput(received, decode)
@@ -302,30 +310,9 @@ package struct RequestRunner: Sendable {
         }
 
         let prepared: HTTPRequest
-        if guarded && !(plan.additionalHeaders.isEmpty && plan.modify.isEmpty) {
-            let (outcome, _, cancelledItself) = await GuardedStep.run(deadline: deadline, cancelledBy: interrupter) {
-                step -> Result<HTTPRequest, NetworkError> in
-                do throws(NetworkError) {
-                    return .success(try await self.prepare(request, plan: plan, context: context, step: step))
-                } catch {
-                    return .failure(error)
-                }
-            }
-            // A hook cancelled the step's task: the request is cancelled, as it would be had the
-            // hook run in the caller's task.
-            if cancelledItself { context.cancel() }
-            switch outcome {
-            case .finished(.success(let attempt)): prepared = attempt
-            case .finished(.failure(let error)): return .failed(error, nil)
-            case .timedOut: return .failed(.timedOut, nil)
-            case .cancelled: return .failed(.cancelled, nil)
-            }
-        } else {
-            do throws(NetworkError) {
-                prepared = try await prepare(request, plan: plan, context: context, step: nil)
-            } catch {
-                return .failed(error, nil)
-            }
+        switch await guardedPrepare(request, plan: plan, context: context, deadline: deadline, interrupter: interrupter) {
+        case .success(let attempt): prepared = attempt
+        case .failure(let error): return .failed(error, nil)
         }
         if !began {
             began = true
@@ -340,6 +327,38 @@ package struct RequestRunner: Sendable {
                 prepared, plan: plan, context: context, deadline: deadline, interruptible: nowInterruptible)
         }
         return await exchange(prepared, plan: plan, context: context, step: nil)
+    }
+
+    /// Prepares an attempt: in a guarded step when it has a deadline or an interrupter and hooks
+    /// to run, else in the caller's task.
+    @inline(__always)
+    func guardedPrepare(
+        _ request: HTTPRequest, plan: HookPlan, context: RequestContext, deadline: Deadline?,
+        interrupter: RequestContext?
+    ) async -> Result<HTTPRequest, NetworkError> {
+        guard deadline != nil || interrupter != nil, !(plan.additionalHeaders.isEmpty && plan.modify.isEmpty) else {
+            do throws(NetworkError) {
+                return .success(try await prepare(request, plan: plan, context: context, step: nil))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let (outcome, _, cancelledItself) = await GuardedStep.run(deadline: deadline, cancelledBy: interrupter) {
+            step -> Result<HTTPRequest, NetworkError> in
+            do throws(NetworkError) {
+                return .success(try await self.prepare(request, plan: plan, context: context, step: step))
+            } catch {
+                return .failure(error)
+            }
+        }
+        // A hook cancelled the step's task: the request is cancelled, as it would be had the
+        // hook run in the caller's task.
+        if cancelledItself { context.cancel() }
+        switch outcome {
+        case .finished(let result): return result
+        case .timedOut: return .failure(.timedOut)
+        case .cancelled: return .failure(.cancelled)
+        }
     }
 
     /// An attempt's deadline: the request's timeout, or for an event stream its idle timeout alone

@@ -21,8 +21,11 @@ import Conveyor
 /// ```
 ///
 /// Scenarios: success, error status, transport failure, two retries then success, cancellation
-/// mid-flight, cancellation during a backoff wait, and 20 concurrent requests that finish in
-/// reverse order. Each is also checked for hooks that throw where the behavior should not.
+/// mid-flight, cancellation during a backoff wait, 20 concurrent requests that finish in
+/// reverse order, and four with two attempts of one request in flight at once (a hedge, behind
+/// a `HedgingBehavior` placed before yours: the hedge wins, the first attempt wins, both fail,
+/// the caller cancels while both are in flight). Each is also checked for hooks that throw
+/// where the behavior should not.
 /// A behavior that implements none of the hooks (usually a hook written with a slightly wrong
 /// signature, which compiles as a new method) is reported too; debug builds also print a warning
 /// once per such type when it is first seen using every default.
@@ -95,6 +98,18 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
         case cancelledInFlight = "cancelled mid-flight"
         case cancelledInBackoff = "cancelled during a backoff wait"
         case concurrent = "concurrent requests finishing in reverse order"
+        case hedgeWins = "hedged: the second attempt answers first"
+        case firstBeatsHedge = "hedged: the first attempt answers first"
+        case hedgedFailures = "hedged: both attempts fail"
+        case cancelledWhileHedged = "hedged: cancelled with both attempts in flight"
+
+        /// Whether the scenario runs two attempts of one request at once.
+        var isHedged: Bool {
+            switch self {
+            case .hedgeWins, .firstBeatsHedge, .hedgedFailures, .cancelledWhileHedged: true
+            default: false
+            }
+        }
     }
 
     /// Fails a scenario's expectations into messages.
@@ -102,10 +117,15 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
         let clock = ManualClock()
         let mock = MockTransport(clock: clock)
         let retries = RetryCounter()
+        var configuration = NetworkClient.Configuration(clock: clock)
+        let hedged = scenario.isHedged
+        if hedged { configuration.retryBudget = nil }  // every hedge goes
         let client = NetworkClient(
             baseURL: URL(string: "http://127.0.0.1:9/contract-check")!, transport: mock,
-            configuration: .init(clock: clock)
+            configuration: configuration
         ) {
+            // Outside the behavior, so that its per-attempt hooks run in each attempt.
+            if hedged { HedgingBehavior(delay: .fixed(.seconds(1))) }
             behavior
             retries
         }
@@ -183,7 +203,54 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
             var problems: [String] = []
             for task in tasks { problems += expect(await task.value, toBe: nil) }
             return Array(Set(problems)).sorted()
+        case .hedgeWins, .firstBeatsHedge, .hedgedFailures, .cancelledWhileHedged:
+            return await runHedged(scenario, client: client, mock: mock, clock: clock, request: request)
         }
+    }
+
+    /// The hedge delay is 1 s: the first attempt and the hedge timer park, the hedge starts at
+    /// 1 s, then one attempt answers (or the caller cancels).
+    private func runHedged(
+        _ scenario: Scenario, client: NetworkClient, mock: MockTransport, clock: ManualClock, request: Request<Void>
+    ) async -> [String] {
+        let expected: String?
+        switch scenario {
+        case .hedgeWins:
+            mock.enqueue(.delayed(.seconds(60), reply), .delayed(.seconds(1), reply))
+            expected = nil
+        case .firstBeatsHedge:
+            mock.enqueue(.delayed(.seconds(2), reply), .delayed(.seconds(60), reply))
+            expected = nil
+        case .hedgedFailures:
+            mock.enqueue(.delayed(.seconds(2), .status(500)), .delayed(.seconds(2), .status(500)))
+            expected = "unacceptableStatus"
+        default:
+            mock.enqueue(.delayed(.seconds(60), reply), .delayed(.seconds(60), reply))
+            expected = "cancelled"
+        }
+        let task = Task { await outcome(client, request) }
+        await clock.waitForSleepers(2)  // the first attempt and the hedge timer
+        clock.advance(by: .seconds(1))
+        // A behavior that lets one attempt through at a time holds the hedge back: say so.
+        var polls = 0
+        while clock.sleeperCount < 2 && polls < 1_000_000 {
+            await Task.yield()
+            polls += 1
+        }
+        var problems: [String] = []
+        if clock.sleeperCount < 2 {
+            problems.append("the hedge did not reach the transport while the first attempt was in flight")
+        }
+        if scenario == .cancelledWhileHedged {
+            task.cancel()
+        } else {
+            clock.advanceToNextDeadline()  // one attempt answers
+            // Both fail: the first at 2 s, the hedge at 3 s.
+            if scenario == .hedgedFailures { clock.advanceToNextDeadline() }
+        }
+        problems += expect(await task.value, toBe: expected)
+        if mock.requests.count != 2 { problems.append("expected 2 attempts in flight at once, saw \(mock.requests.count)") }
+        return problems
     }
 
     /// `nil` for success, else the error's case name; a `behaviorFailed` is reported as such.

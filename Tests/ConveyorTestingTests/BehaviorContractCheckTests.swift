@@ -45,6 +45,23 @@ struct LeakyOnFailureBehavior: SendObserving, SuccessObserving {
     func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { context[TaskID.self].map(tasks.end) }
 }
 
+/// Takes a lease per attempt in `modify`, keeps its id in the context, and gives it back when the
+/// attempt's `intercept` ends: correct only if each of two attempts in flight at once sees its own
+/// value (contract rule 20).
+struct PerAttemptLeaseBehavior: RequestModifying, AttemptIntercepting {
+    enum LeaseID: RequestContextKey { static let defaultValue: Int? = nil }
+    let tasks: OpenTasks
+    func modify(_ request: inout HTTPRequest, context: RequestContext) async throws {
+        context[LeaseID.self] = tasks.begin()
+    }
+    func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+        -> HTTPResponse
+    {
+        defer { context[LeaseID.self].map(tasks.end) }
+        return try await next(request)
+    }
+}
+
 /// Throws in modify on retries.
 struct ThrowsOnRetry: RequestModifying {
     struct Oops: Error {}
@@ -73,7 +90,16 @@ struct ThrowsOnRetry: RequestModifying {
         #expect(
             Set(violations.map(\.scenario)) == [
                 "error status 500", "transport failure", "cancelled mid-flight", "cancelled during a backoff wait",
+                "hedged: both attempts fail", "hedged: cancelled with both attempts in flight",
             ])
+    }
+
+    /// Per-attempt state in the context holds when two attempts of one request are in flight at
+    /// once: each sees its own value.
+    @Test func perAttemptStateInTheContextHoldsWhenAttemptsOverlap() async {
+        let tasks = OpenTasks()
+        let violations = await BehaviorContractCheck(PerAttemptLeaseBehavior(tasks: tasks)) { tasks.ids }.run()
+        #expect(violations.isEmpty, "\(violations)")
     }
 
     @Test func throwingWhereItShouldNotIsReported() async {
@@ -81,6 +107,14 @@ struct ThrowsOnRetry: RequestModifying {
         #expect(violations.map(\.description) == [
             "two retries, then success: expected success, got the behavior ThrowsOnRetry threw in modify",
             "two retries, then success: expected 3 attempts, saw 1",
+            "hedged: the second attempt answers first: the hedge did not reach the transport while the first attempt was in flight",
+            "hedged: the second attempt answers first: expected 2 attempts in flight at once, saw 1",
+            "hedged: the first attempt answers first: the hedge did not reach the transport while the first attempt was in flight",
+            "hedged: the first attempt answers first: expected 2 attempts in flight at once, saw 1",
+            "hedged: both attempts fail: the hedge did not reach the transport while the first attempt was in flight",
+            "hedged: both attempts fail: expected 2 attempts in flight at once, saw 1",
+            "hedged: cancelled with both attempts in flight: the hedge did not reach the transport while the first attempt was in flight",
+            "hedged: cancelled with both attempts in flight: expected 2 attempts in flight at once, saw 1",
         ])
     }
 }

@@ -137,8 +137,8 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
 
     /// The facts every line carries (``LogEntry/metadata``), redacted as the line is.
     private func metadata(of request: HTTPRequest, context: RequestContext, scrubber: SecretScrubber) -> [String: String] {
-        // Room for every key a line adds (11 at most): a dictionary that grows rehashes them all.
-        var metadata = [String: String](minimumCapacity: 11)
+        // Room for every key a line adds (14 at most): a dictionary that grows rehashes them all.
+        var metadata = [String: String](minimumCapacity: 14)
         metadata["conveyor.request_id"] = String(context.requestID.rawValue)
         metadata["conveyor.attempt"] = String(context.attempt)
         metadata["http.request.method"] = request.method.rawValue
@@ -149,6 +149,11 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
         }
         if let elapsed = context[Elapsed.self] { metadata["conveyor.duration_ms"] = Self.milliseconds(elapsed()) }
         if let paced = context.pacedFor { metadata["conveyor.ratelimit.waited_ms"] = Self.milliseconds(paced) }
+        if let hedges = context.hedgeReport {
+            metadata["conveyor.hedge.sent"] = String(hedges.sent)
+            if hedges.won { metadata["conveyor.hedge.won"] = "true" }
+            if hedges.refused { metadata["conveyor.hedge.refused"] = "budget" }
+        }
         return metadata
     }
 

@@ -1,0 +1,243 @@
+/// A member that has the engine hedge a request: send another attempt beside one that is slow to
+/// answer, and keep the first acceptable answer (contract rule 20). `HedgingBehavior` is the one
+/// conformer; the engine finds it by ``HookBits/hedges`` when the chain is built.
+package protocol RequestHedging: RequestBehavior {
+    /// The most attempts of one request in flight at once, the first included (at least 2).
+    var hedgingLimit: Int { get }
+    /// Whether `request` may be hedged: sending it twice at once must be harmless.
+    func mayHedge(_ request: HTTPRequest, context: RequestContext) -> Bool
+    /// How long an attempt to `origin` may go unanswered before the next starts beside it.
+    func hedgeDelay(for origin: Origin?) -> Duration
+    /// An attempt to `origin` was answered acceptably after `latency` (for a delay that follows
+    /// the origin's latencies).
+    func recordLatency(_ latency: Duration, origin: Origin?)
+}
+
+/// What hedging did for one request: read by the logging behavior.
+package struct HedgeReport: Sendable, Equatable {
+    /// How many attempts were sent beside another one still in flight.
+    package var sent = 0
+    /// Whether an attempt sent beside another gave the answer the request kept.
+    package var won = false
+    /// Whether the retry budget refused a hedge.
+    package var refused = false
+}
+
+extension RequestContext {
+    private enum Hedges: RequestContextKey { static let defaultValue: HedgeReport? = nil }
+
+    /// What hedging did for this request, if it hedged (or tried to).
+    package var hedgeReport: HedgeReport? { self[Hedges.self] }
+
+    /// Adds one race's report to the request's.
+    func noteHedges(_ report: HedgeReport) {
+        update(Hedges.self) { total in
+            var merged = total ?? HedgeReport()
+            merged.sent += report.sent
+            merged.won = merged.won || report.won
+            merged.refused = merged.refused || report.refused
+            total = merged
+        }
+    }
+}
+
+extension RequestRunner {
+    /// One event of a race between the attempts of a request.
+    private enum RaceEvent: Sendable {
+        /// Attempt number `attempt` ended, after `latency`, with `exchange`, seen from `view`.
+        case answered(attempt: Int, exchange: Exchange, latency: Duration, view: RequestContext)
+        /// The hedge delay passed: the next attempt may start.
+        case due
+    }
+
+    /// The tasks of one race, and the way `RequestContext.cancel()` ends it.
+    private final class Race: ContextInterruptible {
+        private let events: AsyncStream<RaceEvent>.Continuation
+        private let context: RequestContext
+        private let tasks = Locked<[Task<Void, Never>]>([])
+
+        init(events: AsyncStream<RaceEvent>.Continuation, context: RequestContext) {
+            self.events = events
+            self.context = context
+        }
+
+        func add(_ task: Task<Void, Never>) { tasks.withLock { $0.append(task) } }
+
+        /// Cancels every attempt and timer still running; the race reads no further event.
+        func end() {
+            events.finish()
+            for task in tasks.withLock({ $0 }) { task.cancel() }
+        }
+
+        /// `cancel()` on an interruptible request ends the race at once; on any other request the
+        /// attempts see the cancellation where a lone attempt would.
+        func interrupt() {
+            if context.isInterruptible { end() }
+        }
+    }
+
+    /// Whether `request` is hedged by `plan`'s hedging member: a request that can be sent twice
+    /// at once (no one-shot body, no transfer: both attempts would write to the same place).
+    @inline(never)
+    func hedger(for request: HTTPRequest, plan: HookPlan, context: RequestContext) -> (any RequestHedging)? {
+        guard let hedger = plan.hedger, context.transfer == nil, request.bodyStream == nil,
+            hedger.mayHedge(request, context: context)
+        else { return nil }
+        return hedger
+    }
+
+    /// Attempts of one request raced (contract rule 20): attempt number `attempt` starts; each
+    /// time the hedge delay passes with every attempt still unanswered, one more starts beside
+    /// them, up to the hedging limit and the attempt cap, each spending the retry budget. The
+    /// first acceptable answer wins and the others are cancelled (they end as cancelled
+    /// attempts, their hooks balanced). When every attempt failed, the race ends with the last
+    /// failure, for the retry decision, as a lone attempt would.
+    ///
+    /// Each attempt runs its per-attempt hooks with a view of the context of its own
+    /// (``RequestContext/attemptView(_:)``); the request goes on with the view of the attempt
+    /// whose answer it keeps. `beforeSend` runs once, in the caller's task, after the request's
+    /// first attempt is prepared. Sets `attempt` to the last attempt number used.
+    @inline(never)
+    func race(
+        _ request: HTTPRequest, plan: HookPlan, context: RequestContext, timeout: Duration?, began: inout Bool,
+        attempt: inout Int, hedger: any RequestHedging
+    ) async -> Exchange {
+        let (cancelled, interruptible) = context.cancellationState
+        if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
+        if timeout == .zero { return .failed(.timedOut, nil) }
+        // The request's first attempt is prepared here and `beforeSend` runs in the caller's task,
+        // as for a lone attempt; the attempt's send then runs beside the others.
+        var first: (request: HTTPRequest, deadline: Deadline?)?
+        if !began {
+            let deadline = timeout.map { Deadline(after: $0, on: timeoutClock) }
+            if let deadline, !plan.intercept.isEmpty { context.setAttemptDeadline(deadline) }
+            switch await guardedPrepare(
+                request, plan: plan, context: context, deadline: deadline, interrupter: interruptible ? context : nil)
+            {
+            case .success(let prepared):
+                first = (prepared, deadline)
+                began = true
+                if !plan.beforeSend.isEmpty { await plan.runBeforeSend(prepared, context: context) }
+            case .failure(let error): return .failed(error, nil)
+            }
+            if context.isCancelled || Task.isCancelled { return .failed(.cancelled, nil) }
+        }
+
+        let (events, sink) = AsyncStream<RaceEvent>.makeStream()
+        let race = Race(events: sink, context: context)
+        context.setInterruptTarget(race)
+        defer {
+            context.setInterruptTarget(nil)
+            race.end()
+        }
+        let origin = context.requestOrigin
+        let account = budgetAccount(of: request, context: context, budget: retryBudget)
+        let clock = self.clock
+        let start = attempt
+        var launched = 0
+        var inFlight = 0
+        var report = HedgeReport()
+
+        func launch(prepared: (request: HTTPRequest, deadline: Deadline?)?) {
+            let number = start + launched
+            let view = context.attemptView(number)
+            launched += 1
+            inFlight += 1
+            race.add(
+                Task {
+                    var exchange: Exchange?
+                    let latency = await clock.measure {
+                        if let prepared {
+                            exchange = await self.exchangePrepared(
+                                prepared.request, plan: plan, context: view, deadline: prepared.deadline)
+                        } else {
+                            var began = true
+                            exchange = await self.attempt(
+                                request, plan: plan, context: view, timeout: timeout, began: &began)
+                        }
+                    }
+                    sink.yield(
+                        .answered(
+                            attempt: number, exchange: exchange ?? .failed(.cancelled, nil), latency: latency,
+                            view: view))
+                })
+        }
+        /// Starts the hedge timer if one more attempt may follow.
+        func armTimer() {
+            guard launched < hedger.hedgingLimit, start + launched <= attemptLimit else { return }
+            let delay = hedger.hedgeDelay(for: origin).clampedForConveyor
+            race.add(
+                Task {
+                    do { try await clock.sleep(for: delay) } catch { return }
+                    sink.yield(.due)
+                })
+        }
+        /// Ends the race with `exchange`: the request goes on with the view of the attempt that
+        /// gave it, numbered as that attempt when it won, as the last one sent when it failed
+        /// (the retry decision counts every attempt sent).
+        func finish(_ exchange: Exchange, view: RequestContext, number: Int) -> Exchange {
+            context.adopt(view)
+            attempt = start + launched - 1
+            if case .received = exchange { context.setAttempt(number) } else { context.setAttempt(attempt) }
+            if report != HedgeReport() { context.noteHedges(report) }
+            return exchange
+        }
+
+        launch(prepared: first)
+        armTimer()
+        var lastFailure: (exchange: Exchange, view: RequestContext, number: Int)?
+        for await event in events {
+            switch event {
+            case .due:
+                guard inFlight > 0, !context.isCancelled, launched < hedger.hedgingLimit,
+                    start + launched <= attemptLimit
+                else { continue }
+                guard hedgeAllowed(by: account) else {
+                    report.refused = true
+                    continue
+                }
+                report.sent += 1
+                launch(prepared: nil)
+                armTimer()
+            case .answered(let number, let exchange, let latency, let view):
+                inFlight -= 1
+                if case .received = exchange {
+                    hedger.recordLatency(latency, origin: origin)
+                    if number != start { report.won = true }
+                    return finish(exchange, view: view, number: number)
+                }
+                lastFailure = (exchange, view, number)
+                // A failure waits for the attempts still in flight; once none is, the retry
+                // decision takes it, as after a lone attempt.
+                if inFlight == 0 || context.isCancelled { return finish(exchange, view: view, number: number) }
+            }
+        }
+        // The caller's task was cancelled, or `cancel()` interrupted the race.
+        if let lastFailure { _ = finish(lastFailure.exchange, view: lastFailure.view, number: lastFailure.number) }
+        return .failed(.cancelled, nil)
+    }
+
+    /// Whether the retry budget lets one more hedge go (a hedge is a request the caller did not
+    /// send: contract rule 19). A refusal is not the request's end: the attempts in flight go on.
+    private func hedgeAllowed(by account: RetryBudgetAccount?) -> Bool {
+        guard let account, let retryBudget else { return true }
+        return account.withdraw(retryBudget)
+    }
+
+    /// Sends an attempt already prepared (a request's first, in a race), under its deadline.
+    private func exchangePrepared(_ prepared: HTTPRequest, plan: HookPlan, context: RequestContext, deadline: Deadline?)
+        async -> Exchange
+    {
+        if deadline != nil || !transportHonorsCancellation {
+            let (outcome, _, _) = await GuardedStep.run(deadline: deadline, cancelledBy: nil) { step in
+                await self.exchange(prepared, plan: plan, context: context, step: step)
+            }
+            switch outcome {
+            case .finished(let exchange): return exchange
+            case .timedOut: return .failed(.timedOut, nil)
+            case .cancelled: return .failed(.cancelled, nil)
+            }
+        }
+        return await exchange(prepared, plan: plan, context: context, step: nil)
+    }
+}
