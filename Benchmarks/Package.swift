@@ -149,7 +149,11 @@ let package = Package(
         // The overload simulation (Docs/Resilience.md): real clients, budget and breaker against an
         // in-memory upstream on a virtual clock.
         .executableTarget(
-            name: "overload-sim", dependencies: [.product(name: "Conveyor", package: "Conveyor")],
+            name: "overload-sim",
+            dependencies: [
+                .product(name: "Conveyor", package: "Conveyor"),
+                .product(name: "ConveyorTesting", package: "Conveyor"),
+            ],
             path: "Sources/OverloadSim"),
     ]
 )

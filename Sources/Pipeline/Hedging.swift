@@ -77,10 +77,12 @@ extension RequestRunner {
     }
 
     /// Whether `request` is hedged by `plan`'s hedging member: a request that can be sent twice
-    /// at once (no one-shot body, no transfer: both attempts would write to the same place).
+    /// at once (no one-shot body, no transfer: both attempts would write to the same place), and
+    /// not already an attempt of a race.
     @inline(never)
     func hedger(for request: HTTPRequest, plan: HookPlan, context: RequestContext) -> (any RequestHedging)? {
-        guard let hedger = plan.hedger, context.transfer == nil, request.bodyStream == nil,
+        // An attempt already in a race (its view) is not raced again.
+        guard let hedger = plan.hedging?.member, !context.isAttemptView, context.transfer == nil, request.bodyStream == nil,
             hedger.mayHedge(request, context: context)
         else { return nil }
         return hedger
@@ -96,11 +98,12 @@ extension RequestRunner {
     /// Each attempt runs its per-attempt hooks with a view of the context of its own
     /// (``RequestContext/attemptView(_:)``); the request goes on with the view of the attempt
     /// whose answer it keeps. `beforeSend` runs once, in the caller's task, after the request's
-    /// first attempt is prepared. Sets `attempt` to the last attempt number used.
+    /// first attempt is prepared. The context's ``RequestContext/attempt`` is the winner's number
+    /// after a race won, the last one sent after a race lost (the loop reads it from there).
     @inline(never)
     func race(
         _ request: HTTPRequest, plan: HookPlan, context: RequestContext, timeout: Duration?, began: inout Bool,
-        attempt: inout Int, hedger: any RequestHedging
+        hedger: any RequestHedging
     ) async -> Exchange {
         let (cancelled, interruptible) = context.cancellationState
         if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
@@ -133,7 +136,7 @@ extension RequestRunner {
         let origin = context.requestOrigin
         let account = budgetAccount(of: request, context: context, budget: retryBudget)
         let clock = self.clock
-        let start = attempt
+        let start = context.attempt
         var launched = 0
         var inFlight = 0
         var report = HedgeReport()
@@ -177,8 +180,7 @@ extension RequestRunner {
         /// (the retry decision counts every attempt sent).
         func finish(_ exchange: Exchange, view: RequestContext, number: Int) -> Exchange {
             context.adopt(view)
-            attempt = start + launched - 1
-            if case .received = exchange { context.setAttempt(number) } else { context.setAttempt(attempt) }
+            if case .received = exchange { context.setAttempt(number) } else { context.setAttempt(start + launched - 1) }
             if report != HedgeReport() { context.noteHedges(report) }
             return exchange
         }

@@ -223,6 +223,9 @@ public final class RequestContext: Sendable {
         }
     }
 
+    /// Whether this is one attempt's view of a request (``attemptView(_:)``).
+    package var isAttemptView: Bool { owner != nil }
+
     /// A view of this request for attempt number `attempt`, run beside others.
     package func attemptView(_ attempt: Int) -> RequestContext {
         RequestContext(viewOf: self, attempt: attempt)

@@ -88,21 +88,13 @@ package struct RequestRunner: Sendable {
         let timeout = request.timeout?.clampedForConveyor
         // Only a request that can be sent again counts: one whose chain can decide a retry, or
         // whose taker can reconnect. A request that cannot pays nothing for the budget.
-        if let budgeting, !plan.retryDecision.isEmpty || context.transfer != nil || plan.hedger != nil {
+        if let budgeting, !plan.retryDecision.isEmpty || context.transfer != nil || plan.hedges {
             deposit(request, context: context, budgeting: budgeting)
         }
         while true {
             let failure: NetworkError
             let response: HTTPResponse?
-            let exchange: Exchange
-            if plan.hedger != nil, let hedger = hedger(for: request, plan: plan, context: context) {
-                exchange = await race(
-                    request, plan: plan, context: context, timeout: timeout, began: &began, attempt: &attempt,
-                    hedger: hedger)
-            } else {
-                exchange = await self.attempt(request, plan: plan, context: context, timeout: timeout, began: &began)
-            }
-            switch exchange {
+            switch await self.attempt(request, plan: plan, context: context, timeout: timeout, began: &began) {
             case .received(let received):
                 do throws(NetworkError) {
                     let output = try Self.decodeOutput(received, decode)
@@ -118,6 +110,8 @@ package struct RequestRunner: Sendable {
             }
             // Nothing was sent and no `beforeSend` ran: no once-per-request hook follows.
             guard began else { throw failure }
+            // A race (a hedged request) may have sent more than one attempt: it numbered the last.
+            if plan.hedges { attempt = max(attempt, context.attempt) }
             switch await afterFailedAttempt(
                 failure, response: response ?? failure.response, attempt: attempt - runStart + 1, request: request,
                 plan: plan, context: context, timeout: timeout)
@@ -267,6 +261,9 @@ package struct RequestRunner: Sendable {
     func attempt(
         _ request: HTTPRequest, plan: HookPlan, context: RequestContext, timeout: Duration?, began: inout Bool
     ) async -> Exchange {
+        if plan.hedges, let hedger = hedger(for: request, plan: plan, context: context) {
+            return await race(request, plan: plan, context: context, timeout: timeout, began: &began, hedger: hedger)
+        }
         let (cancelled, interruptible) = context.cancellationState
         if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
         if timeout == .zero { return .failed(.timedOut, nil) }  // no time at all: nothing is sent

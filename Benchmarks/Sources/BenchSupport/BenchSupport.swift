@@ -230,6 +230,9 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// One `ConcurrencyLimitBehavior` (one request in flight at a time, far below its limit): the
     /// cost of taking and giving back a place and moving the limit.
     case concurrency
+    /// One `HedgingBehavior` (a fixed 60 s delay) and every attempt answered at once: the race a
+    /// hedged request runs when no hedge is sent (a task for the attempt, one for the timer).
+    case hedged
 
     /// Sends `count` requests.
     public func run(_ count: Int) async throws {
@@ -321,6 +324,8 @@ public enum Scenario: String, CaseIterable, Sendable {
             return sending(client([RateLimitBehavior(Conveyor.RateLimiter(quota: Conveyor.RateLimiter.Quota(100_000, per: Duration.seconds(1))))]), movies)
         case .concurrency:
             return sending(client([ConcurrencyLimitBehavior()]), movies)
+        case .hedged:
+            return sending(client([HedgingBehavior(delay: .fixed(.seconds(60)))]), movies)
         case .breakerOpen:
             let breaker = CircuitBreaker()
             if let origin = Origin(base) { breaker.isolate(origin) }

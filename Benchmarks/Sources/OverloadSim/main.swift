@@ -9,6 +9,7 @@
 // time. The driver resumes the earliest parked task, then waits until it parks again or ends,
 // before it resumes the next: one task runs at a time, in virtual-time order.
 import Conveyor
+import ConveyorTesting
 import Foundation
 
 // MARK: The simulator
@@ -443,6 +444,89 @@ func quotaSVG(_ results: [QuotaResult], quota: Int, period: Duration, length: Du
     return out + "</svg>\n"
 }
 
+// MARK: Tail
+
+/// An upstream whose attempts answer 200 after a latency drawn for each: mostly 5–15 ms, and
+/// 1 in 30 from 200 ms to 1 s (a slow replica, a pause), on a manual clock. It notes when each
+/// attempt will answer, so the driver knows what the next deadline is.
+final class TailUpstream: HTTPTransport, @unchecked Sendable {
+    // @unchecked: `random` and `answersAt` are only touched under `lock`.
+    private let lock = NSLock()
+    private var random: SplitMix
+    private var answersAt: [Duration] = []
+    let clock: ManualClock
+
+    init(clock: ManualClock, seed: UInt64) {
+        self.clock = clock
+        self.random = SplitMix(state: seed)
+    }
+
+    /// When the attempts sent so far answer (or would have, had they not been cancelled).
+    var answerTimes: [Duration] { lock.withLock { answersAt } }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let latency: Duration = lock.withLock {
+            let slow = random.next() % 30 == 0
+            let microseconds = slow ? 200_000 + random.next() % 800_000 : 5_000 + random.next() % 10_000
+            // Plus the attempt's number in nanoseconds (mod 1,000): an answer never lands on the
+            // instant of the hedge timer (a past answer's latency), so the order is the same every run.
+            let latency = Duration.microseconds(Int64(microseconds)) + .nanoseconds(answersAt.count % 1_000)
+            answersAt.append(clock.now.offset + latency)
+            return latency
+        }
+        try await clock.sleep(for: latency)
+        return HTTPResponse(status: 200, request: request)
+    }
+}
+
+struct TailResult {
+    let name: String
+    let latencies: [Duration]
+    let attempts: Int
+
+    func percentile(_ p: Double) -> Duration {
+        let sorted = latencies.sorted()
+        return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
+    }
+}
+
+/// One client sends `count` requests one after another to the tail upstream, with or without
+/// `HedgingBehavior` (its defaults: the origin's 95th percentile, 2 in flight). A manual clock
+/// stands still while the engine works; the driver moves it to the next deadline once every task
+/// that can run has parked: the first attempt and the hedge timer, then (once the timer fired) the
+/// two attempts. A request's latency is the virtual time from its start to its answer.
+func runTail(hedged: Bool, count: Int, seed: UInt64) async -> TailResult {
+    let clock = ManualClock()
+    let upstream = TailUpstream(clock: clock, seed: seed)
+    let client = NetworkClient(
+        baseURL: URL(string: "http://upstream.sim")!, transport: upstream, configuration: .init(clock: clock)
+    ) {
+        if hedged { HedgingBehavior() }
+    }
+    let request = Request<Void>(path: "/item")
+    var latencies: [Duration] = []
+    latencies.reserveCapacity(count)
+    for _ in 0..<count {
+        let start = clock.now
+        let sent = upstream.answerTimes.count
+        let task = Task { try await client.send(request) }
+        await clock.waitForSleepers(hedged ? 2 : 1)  // the attempt (and the hedge timer)
+        clock.advanceToNextDeadline()
+        // An attempt answered: the request is done. Otherwise the timer fired: the hedge starts.
+        if hedged, !upstream.answerTimes[sent...].contains(where: { $0 <= clock.now.offset }) {
+            await clock.waitForSleepers(2)
+            clock.advanceToNextDeadline()
+        }
+        _ = try? await task.value
+        latencies.append(start.duration(to: clock.now))
+        // The loser and the timer leave the clock when their cancellation lands.
+        while clock.sleeperCount > 0 { await Task.yield() }
+    }
+    return TailResult(
+        name: hedged ? "`HedgingBehavior()` (the 95th percentile)" : "no hedging (before)", latencies: latencies,
+        attempts: upstream.answerTimes.count)
+}
+
 // MARK: Main
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -506,6 +590,38 @@ for result in quotaResults {
     } else if result.refused == 0 {
         broken.append("without the rate limiter nothing went over the quota: the scenario did not happen")
     }
+}
+
+// Tail: one client, 20,000 requests in a row, an upstream with a slow tail.
+let tailCount = 20_000
+var tailResults: [TailResult] = []
+for hedged in [false, true] {
+    tailResults.append(await runTail(hedged: hedged, count: tailCount, seed: 29))
+}
+func milliseconds(_ duration: Duration) -> String {
+    String(format: "%.1f ms", Double(duration.components.seconds) * 1_000 + Double(duration.components.attoseconds) / 1e15)
+}
+print("")
+print("Tail: one client × 20,000 requests in a row; each attempt answers in 5–15 ms, or 1 time in 30 in")
+print("200 ms–1 s (virtual time)")
+print("")
+print("| setup | requests | attempts per request | p50 | p99 | p99.9 |")
+print("|---|---:|---:|---:|---:|---:|")
+for result in tailResults {
+    let perRequest = String(format: "%.3f", Double(result.attempts) / Double(result.latencies.count))
+    print(
+        "| \(result.name) | \(result.latencies.count) | \(perRequest) | \(milliseconds(result.percentile(0.5))) "
+            + "| \(milliseconds(result.percentile(0.99))) | \(milliseconds(result.percentile(0.999))) |")
+}
+if let plain = tailResults.first, let hedged = tailResults.last {
+    let extra = Double(hedged.attempts) / Double(hedged.latencies.count) - 1
+    if plain.percentile(0.99) < .milliseconds(200) {
+        broken.append("without hedging the p99 is \(milliseconds(plain.percentile(0.99))): the slow tail did not happen")
+    }
+    if hedged.percentile(0.99) * 5 > plain.percentile(0.99) {
+        broken.append("hedging took the p99 from \(milliseconds(plain.percentile(0.99))) to \(milliseconds(hedged.percentile(0.99))) (a fifth at most)")
+    }
+    if extra > 0.1 { broken.append("hedging sent \(String(format: "%.1f", extra * 100)) % more attempts (10 % at most)") }
 }
 
 if !broken.isEmpty {
