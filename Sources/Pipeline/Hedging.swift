@@ -243,3 +243,30 @@ extension RequestRunner {
         return await exchange(prepared, plan: plan, context: context, step: nil)
     }
 }
+
+/// What the overload mechanisms did for one request: read it in `afterSuccess` or `afterFailure`
+/// to report their decisions (`ResilienceMetricsBehavior` in the Integrations package records it
+/// in swift-metrics; `LoggingBehavior` puts it in its line).
+public struct ResilienceReport: Sendable, Hashable {
+    /// Whether the origin's retry budget refused a retry or reconnect a behavior asked for.
+    public let retryRefused: Bool
+    /// How long `RateLimitBehavior` held the request's attempts back, in all (zero: not at all).
+    public let pacedFor: Duration
+    /// How many hedges `HedgingBehavior` sent beside an attempt in flight.
+    public let hedgesSent: Int
+    /// Whether a hedge gave the answer the request kept.
+    public let hedgeWon: Bool
+    /// Whether the retry budget refused a hedge.
+    public let hedgeRefused: Bool
+}
+
+extension RequestContext {
+    /// What the overload mechanisms did for this request so far (complete once it has ended: in
+    /// `afterSuccess` and `afterFailure`).
+    public var resilienceReport: ResilienceReport {
+        let hedges = hedgeReport ?? HedgeReport()
+        return ResilienceReport(
+            retryRefused: retryRefusal != nil, pacedFor: pacedFor ?? .zero, hedgesSent: hedges.sent,
+            hedgeWon: hedges.won, hedgeRefused: hedges.refused)
+    }
+}

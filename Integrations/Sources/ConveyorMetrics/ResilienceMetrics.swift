@@ -19,12 +19,22 @@ public import CoreMetrics
 /// | `conveyor.circuit.transitions` | counter | `server.address`, `server.port`, `conveyor.circuit.state` (`closed`, `half_open`, `open`, `isolated`) |
 /// | `conveyor.concurrency.limit` | gauge: the origin's limit | `server.address`, `server.port` |
 ///
+/// What the mechanisms decided for each request (a retry the budget refused, the time the rate
+/// limiter held it, the hedges sent, won and refused) is recorded by ``ResilienceMetricsBehavior``,
+/// from the request's `RequestContext.resilienceReport`:
+///
+/// | metric | type | recorded when |
+/// |---|---|---|
+/// | `conveyor.retry.refused` | counter | the budget refused a retry or reconnect |
+/// | `conveyor.ratelimit.waited` | timer | `RateLimitBehavior` held the request back (how long, in all) |
+/// | `conveyor.hedge.sent` | counter | `HedgingBehavior` sent hedges (by how many) |
+/// | `conveyor.hedge.won` | counter | a hedge gave the answer the request kept |
+/// | `conveyor.hedge.refused` | counter | the budget refused a hedge |
+///
 /// The dimensions are the servers' only, as ``SwiftMetricsSink``'s: the series stay bounded by the
 /// origins a client talks to. A request a mechanism refused is one of ``SwiftMetricsSink``'s
 /// attempts with `error.type` `circuitOpen` or `rateLimited` when ``MetricsBehavior`` sits before
-/// the mechanism; a retry the budget refused is in `LoggingBehavior`'s line
-/// (`conveyor.retry.refused`), as is the time the rate limiter held a request
-/// (`conveyor.ratelimit.waited_ms`).
+/// the mechanism.
 public struct ResilienceMetrics: Sendable {
     /// Where metrics go.
     let factory: any MetricsFactory
@@ -64,9 +74,69 @@ public struct ResilienceMetrics: Sendable {
             .record(limit)
     }
 
+    /// Records what the overload mechanisms did for one request (nothing when they did nothing).
+    /// - Parameters:
+    ///   - report: The request's `RequestContext.resilienceReport`.
+    ///   - origin: The origin the request went to.
+    public func requestEnded(_ report: ResilienceReport, origin: Origin?) {
+        guard report.retryRefused || report.pacedFor > .zero || report.hedgesSent > 0 || report.hedgeRefused else {
+            return
+        }
+        let server = origin.map(Self.dimensions(of:)) ?? []
+        if report.retryRefused {
+            Counter(label: "conveyor.retry.refused", dimensions: server, factory: factory).increment()
+        }
+        if report.pacedFor > .zero {
+            let (seconds, attoseconds) = report.pacedFor.components
+            let nanoseconds = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+            Timer(label: "conveyor.ratelimit.waited", dimensions: server, factory: factory)
+                .recordNanoseconds(nanoseconds.overflow ? .max : nanoseconds.partialValue &+ attoseconds / 1_000_000_000)
+        }
+        if report.hedgesSent > 0 {
+            Counter(label: "conveyor.hedge.sent", dimensions: server, factory: factory).increment(by: report.hedgesSent)
+        }
+        if report.hedgeWon {
+            Counter(label: "conveyor.hedge.won", dimensions: server, factory: factory).increment()
+        }
+        if report.hedgeRefused {
+            Counter(label: "conveyor.hedge.refused", dimensions: server, factory: factory).increment()
+        }
+    }
+
     /// The server's dimensions, by the conventions.
     static func dimensions(of origin: Origin) -> [(String, String)] {
         guard let server = HTTPClientConventions.server(of: origin) else { return [] }
         return [("server.address", server.address), ("server.port", String(server.port))]
+    }
+}
+
+/// Records, for every request of the chain it is in, what the overload mechanisms decided (see
+/// ``ResilienceMetrics``): place it anywhere in the chain; it reads the request's
+/// `RequestContext.resilienceReport` once the request has ended.
+///
+/// ```swift
+/// let client = NetworkClient(baseURL: api) {
+///     ResilienceMetricsBehavior()
+///     CombinedRequestBehavior.standardResilience()
+/// }
+/// ```
+public struct ResilienceMetricsBehavior: SuccessObserving, FailureObserving {
+    /// Where the decisions go.
+    public let metrics: ResilienceMetrics
+
+    /// Creates the behavior.
+    /// - Parameter metrics: Where the decisions go; `MetricsSystem.factory` by default.
+    public init(_ metrics: ResilienceMetrics = ResilienceMetrics()) {
+        self.metrics = metrics
+    }
+
+    /// Records the ended request's report.
+    public func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
+        metrics.requestEnded(context.resilienceReport, origin: Origin(context.originalRequest.url))
+    }
+
+    /// Records the ended request's report.
+    public func afterFailure(_ error: NetworkError, context: RequestContext) async {
+        metrics.requestEnded(context.resilienceReport, origin: Origin(context.originalRequest.url))
     }
 }

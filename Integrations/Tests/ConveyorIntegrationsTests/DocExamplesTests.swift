@@ -64,7 +64,9 @@ enum DocExamples {
         let breaker = CircuitBreaker(onChange: resilience.circuitChanged)
         let limiter = ConcurrencyLimiter(onChange: resilience.limitChanged)
         let client = NetworkClient(baseURL: URL(string: "https://api.example.com")!) {
+            ResilienceMetricsBehavior(resilience)        // budget refusals, pacing, hedges: per request
             RetryBehavior()
+            HedgingBehavior()
             MetricsBehavior(sink: SwiftMetricsSink())   // a refused attempt: error.type circuitOpen or rateLimited
             ConcurrencyLimitBehavior(limiter)
             CircuitBreakerBehavior(breaker)

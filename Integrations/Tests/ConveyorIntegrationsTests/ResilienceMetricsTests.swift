@@ -52,4 +52,61 @@ import Testing
         _ = try? await client.send(Request<Void>(path: "/x"))
         #expect(try metrics.expectGauge("conveyor.concurrency.limit", server).values == [9])
     }
+
+    /// `ResilienceMetricsBehavior` records a retry the budget refused.
+    @Test func aRefusedRetryIsCounted() async throws {
+        let metrics = TestMetrics()
+        let mock = MockTransport(baseURL: api)
+        mock.enqueue(.status(503), .status(200))
+        var configuration = NetworkClient.Configuration(clock: ImmediateClock())
+        configuration.retryBudget = RetryBudget(ratio: 0, minimumPerSecond: 0, clock: ManualClock())
+        let client = NetworkClient(baseURL: api, transport: mock, configuration: configuration) {
+            ResilienceMetricsBehavior(ResilienceMetrics(factory: metrics))
+            RetryBehavior()
+        }
+        _ = try? await client.send(Request<Void>(path: "/x"))
+        #expect(try metrics.expectCounter("conveyor.retry.refused", server).totalValue == 1)
+        #expect(mock.requests.count == 1)
+    }
+
+    /// The time the rate limiter held a request is a timer; nothing is recorded for a request it
+    /// did not hold.
+    @Test func pacingIsATimer() async throws {
+        let metrics = TestMetrics()
+        let clock = ManualClock()
+        let mock = MockTransport(baseURL: api)
+        mock.stub(nil, "/x", reply: .status(200))
+        let client = NetworkClient(baseURL: api, transport: mock) {
+            ResilienceMetricsBehavior(ResilienceMetrics(factory: metrics))
+            RateLimitBehavior(RateLimiter(quota: .init(1, per: .seconds(10)), clock: clock))
+        }
+        try await client.send(Request<Void>(path: "/x"))
+        #expect(throws: (any Error).self) { try metrics.expectTimer("conveyor.ratelimit.waited", server) }
+        let second = Task { try await client.send(Request<Void>(path: "/x")) }
+        await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(10))
+        try await second.value
+        #expect(try metrics.expectTimer("conveyor.ratelimit.waited", server).values == [10_000_000_000])
+    }
+
+    /// A hedge that wins is counted as sent and as won.
+    @Test func hedgesAreCounted() async throws {
+        let metrics = TestMetrics()
+        let clock = ManualClock()
+        let mock = MockTransport(baseURL: api, clock: clock)
+        mock.enqueue(.delayed(.seconds(60), .status(200)), .delayed(.seconds(1), .status(200)))
+        let client = NetworkClient(baseURL: api, transport: mock, configuration: .init(clock: clock)) {
+            ResilienceMetricsBehavior(ResilienceMetrics(factory: metrics))
+            HedgingBehavior(delay: .fixed(.seconds(1)))
+        }
+        let task = Task { try await client.send(Request<Void>(path: "/x")) }
+        await clock.waitForSleepers(2)
+        clock.advance(by: .seconds(1))
+        await clock.waitForSleepers(2)
+        clock.advance(by: .seconds(1))
+        try await task.value
+        #expect(try metrics.expectCounter("conveyor.hedge.sent", server).totalValue == 1)
+        #expect(try metrics.expectCounter("conveyor.hedge.won", server).totalValue == 1)
+        #expect(throws: (any Error).self) { try metrics.expectCounter("conveyor.hedge.refused", server) }
+    }
 }
