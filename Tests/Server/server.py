@@ -15,6 +15,8 @@ import os
 import random
 import signal
 import sys
+import select
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +40,15 @@ def held_event(name):
     """The event /held/<name> requests (and /events?hold=<name>) wait on."""
     with counters_lock:
         return held_events.setdefault(name, threading.Event())
+
+
+hedge_first_ended = {}  # /hedge/<name>: whether its first request saw the client hang up
+
+
+def hedge_event(name):
+    """Set when the first /hedge/<name> request ended (the client hung up, or it answered)."""
+    with counters_lock:
+        return held_events.setdefault("hedge/" + name, threading.Event())
 
 
 endless_written = {}  # /endless?key=: bytes written before the client hung up
@@ -175,6 +186,18 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def wait_for_hang_up(self, limit):
+        """Whether the client closed the connection within `limit` seconds (without sending more)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            readable, _, _ = select.select([self.connection], [], [], 0.05)
+            if readable:
+                try:
+                    return self.connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    return True
+        return False
+
     def send(self, status, body=b"", content_type="application/json", headers=()):
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
@@ -263,6 +286,31 @@ class Handler(BaseHTTPRequestHandler):
             held_event(parts[1]).wait(30)
             self.send(200, {"name": parts[1], "count": count})
         # --- end of the de-duplication routes ---------------------------------------------------
+        # --- Hedging routes (HedgingLoopbackTests) ------------------------------------------------
+        # /hedge/<name>         the first request waits for the client to hang up (30 s at most,
+        #                       then answers {"attempt": 1}); every later one answers {"attempt": n}
+        # /hedge/<name>/ended   waits until the first request ended (30 s at most): the hits, and
+        #                       whether the client hung up on the first
+        elif len(parts) == 3 and parts[0] == "hedge" and parts[2] == "ended":
+            hedge_event(parts[1]).wait(30)
+            with counters_lock:
+                hits = counters.get("hedge/" + parts[1], 0)
+                hung_up = hedge_first_ended.get(parts[1])
+            self.send(200, {"hits": hits, "hungUp": hung_up})
+        elif len(parts) == 2 and parts[0] == "hedge":
+            count = bump("hedge/" + parts[1])
+            if count > 1:
+                self.send(200, {"attempt": count})
+                return
+            hung_up = self.wait_for_hang_up(30)
+            with counters_lock:
+                hedge_first_ended[parts[1]] = hung_up
+            hedge_event(parts[1]).set()
+            if hung_up:
+                self.close_connection = True
+            else:
+                self.send(200, {"attempt": 1})
+        # --- end of the hedging routes ------------------------------------------------------------
         elif len(parts) >= 2 and parts[0] == "flaky":
             if len(parts) == 3 and parts[2] == "reset":
                 bump("flaky/" + parts[1], reset=True)

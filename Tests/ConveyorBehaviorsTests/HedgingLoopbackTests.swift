@@ -1,0 +1,44 @@
+import ConveyorPipeline
+import ConveyorTestSupport
+import ConveyorTesting
+import Foundation
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A hedged request over real HTTP (URLSession; `AsyncHTTPClientHedgingTests` runs the same over
+/// AsyncHTTPClient): the local server holds the first request to `/hedge/<name>` until the client
+/// hangs up and answers every later one at once. The hedge delay is on a manual clock, so the
+/// hedge goes when the test says: the answer kept is the hedge's, and the server sees the client
+/// hang up on the first attempt (the loser is cancelled on the wire, not left to time out).
+@Suite struct HedgingLoopbackTests {
+    struct Answer: Decodable { var attempt: Int }
+    struct Ended: Decodable {
+        var hits: Int
+        var hungUp: Bool?
+    }
+
+    @Test func theLoserIsCancelledOnTheWireAndTheHedgesAnswerKept() async throws {
+        try await LocalServer.withServer { server in
+            let clock = ManualClock()
+            let client = NetworkClient(
+                baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral),
+                configuration: .init(clock: clock)
+            ) {
+                HedgingBehavior(delay: .fixed(.seconds(1)))
+            }
+            let name = UUID().uuidString
+            let task = Task { () async throws -> Answer in try await client.get("/hedge/\(name)") }
+            await clock.waitForSleepers(1)  // the hedge timer
+            clock.advance(by: .seconds(1))
+            let answer = try await task.value
+            #expect(answer.attempt == 2)
+            let plain = NetworkClient(baseURL: server.baseURL, transport: URLSessionTransport(configuration: .ephemeral))
+            let ended: Ended = try await plain.get("/hedge/\(name)/ended")
+            #expect(ended.hits == 2)
+            #expect(ended.hungUp == true, "the server answered the first attempt: the client never hung up")
+        }
+    }
+}
