@@ -33,6 +33,12 @@ public final class NetworkClient: NetworkClientProtocol {
         /// ``NetworkError/timedOut``. Durations longer than 100 years count as
         /// 100 years.
         public var timeout: Duration?
+        /// How long a whole request may take, for requests that set none: every attempt, retry
+        /// decision and backoff wait together; `nil` (the default) for no limit but each attempt's
+        /// ``timeout``. An attempt in flight when it passes ends with ``NetworkError/timedOut``; a
+        /// retry (or hedge) that could not start before it is not made, and the request ends with
+        /// the failure it would have retried. Event streams have none (their idle timeout applies).
+        public var totalTimeout: Duration?
         /// The clock retry waits sleep on (backoff, `Retry-After`). Tests inject
         /// `ImmediateClock` to skip the waits, or `ManualClock` to step through them; timeouts
         /// are not measured on it (see ``timeoutClock``).
@@ -65,8 +71,13 @@ public final class NetworkClient: NetworkClientProtocol {
 
         /// The standard resilience settings, to pair with
         /// `CombinedRequestBehavior.standardResilience()`: the defaults, with a 10 s ``timeout``
-        /// for each attempt (the retry budget is on by default).
-        public static var standardResilience: Configuration { Configuration(timeout: .seconds(10)) }
+        /// for each attempt and a 30 s ``totalTimeout`` for the whole request (the retry budget is
+        /// on by default).
+        public static var standardResilience: Configuration {
+            var configuration = Configuration(timeout: .seconds(10))
+            configuration.totalTimeout = .seconds(30)
+            return configuration
+        }
 
         /// The default ``maxResponseSize``: 64 MiB.
         public static let defaultMaxResponseSize = 64 * 1024 * 1024
@@ -199,7 +210,7 @@ public final class NetworkClient: NetworkClientProtocol {
         _ finish: (HTTPResponse, RequestContext, JSONDecoder) throws -> Result
     ) async throws(NetworkError) -> Result {
         let absolute = URLBuilder.isAbsolute(request.path)
-        let httpRequest = try makeHTTPRequest(request, absolute: absolute)
+        let httpRequest = try makeHTTPRequest(request, absolute: absolute, bounded: true)
         let plan =
             request.exclusions.isEmpty && request.behaviors.isEmpty
             ? behaviors.plan : behaviors.plan(excluding: request.exclusions, adding: request.behaviors)
@@ -239,8 +250,11 @@ public final class NetworkClient: NetworkClientProtocol {
         try makeHTTPRequest(request, absolute: URLBuilder.isAbsolute(request.path))
     }
 
-    /// ``makeHTTPRequest(_:)`` for a path already known to be absolute or not.
-    func makeHTTPRequest<Output>(_ request: Request<Output>, absolute: Bool) throws(NetworkError) -> HTTPRequest {
+    /// ``makeHTTPRequest(_:)`` for a path already known to be absolute or not; `bounded`: about to
+    /// be sent, so its total timeout (if any) starts now.
+    func makeHTTPRequest<Output>(_ request: Request<Output>, absolute: Bool, bounded: Bool = false) throws(NetworkError)
+        -> HTTPRequest
+    {
         let url = try URLBuilder.url(
             base: baseURLString, baseProblem: baseURLProblem, path: request.path, absolute: absolute,
             query: request.query, cache: urlCache)
@@ -258,6 +272,9 @@ public final class NetworkClient: NetworkClientProtocol {
         case nil: break
         }
         if let requestExtras { built.extras = requestExtras }
+        if bounded, let total = request.totalTimeout ?? configuration.totalTimeout {
+            built.bound(by: total, on: configuration.timeoutClock)
+        }
         // A request's own behaviors may declare credential headers of their own (rare: one call each).
         if !request.behaviors.isEmpty {
             for behavior in request.behaviors {

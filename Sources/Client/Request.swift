@@ -28,6 +28,9 @@ public struct Request<Output>: Sendable {
     public var body: RequestBody
     /// The per-attempt timeout; `nil` uses the client's.
     public var timeout: Duration?
+    /// How long the whole request may take, its attempts and the waits between them together;
+    /// `nil` uses the client's (``NetworkClient/Configuration/totalTimeout``).
+    public var totalTimeout: Duration?
     /// Behaviors for this request only; they run after (inside) the client's.
     public var behaviors: [any RequestBehavior]
     /// Client behaviors this request leaves out.

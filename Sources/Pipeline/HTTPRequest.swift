@@ -71,6 +71,17 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     /// larger, and no dearer to copy, for having them.
     package var extras: RequestExtras?
 
+    /// The deadline of the whole request, if it has a total timeout (see ``RequestExtras``).
+    package var totalDeadline: Deadline? { extras?.totalDeadline }
+
+    /// Bounds the whole request by `total` from now, on `clock` (its attempts, retry decisions and
+    /// waits together). Out of line: only a request with a total timeout calls it.
+    @inline(never)
+    package mutating func bound(by total: Duration, on clock: any Clock<Duration>) {
+        extras = RequestExtras(
+            sensitiveHeaders: sensitiveHeaders, totalDeadline: Deadline(after: total.clampedForConveyor, on: clock))
+    }
+
     /// The header names whose values are credentials for this request: its client's
     /// (``NetworkClient/Configuration/sensitiveHeaders`` and the names its behaviors declare),
     /// set by ``NetworkClient``. A transport strips them on a cross-origin redirect; renderings of

@@ -154,9 +154,11 @@ extension RequestRunner {
                             exchange = await self.exchangePrepared(
                                 prepared.request, plan: plan, context: view, deadline: prepared.deadline)
                         } else {
+                            // A hedge runs within what is left of the request's total timeout.
                             var began = true
+                            let bounded = Self.timeout(timeout, within: request.totalDeadline)
                             exchange = await self.attempt(
-                                request, plan: plan, context: view, timeout: timeout, began: &began)
+                                request, plan: plan, context: view, timeout: bounded, began: &began)
                         }
                     }
                     sink.yield(
@@ -191,8 +193,9 @@ extension RequestRunner {
         for await event in events {
             switch event {
             case .due:
+                // No hedge starts once the request's total timeout has passed.
                 guard inFlight > 0, !context.isCancelled, launched < hedger.hedgingLimit,
-                    start + launched <= attemptLimit
+                    start + launched <= attemptLimit, request.totalDeadline?.hasPassed() != true
                 else { continue }
                 guard hedgeAllowed(by: account) else {
                     report.refused = true

@@ -85,7 +85,11 @@ package struct RequestRunner: Sendable {
         /// The first attempt since the taker last reconnected: the attempt cap counts from it.
         var runStart = 1
         var began = false
-        let timeout = request.timeout?.clampedForConveyor
+        var timeout = request.timeout?.clampedForConveyor
+        // A request with a total timeout (its extras carry the deadline): each attempt runs within
+        // what is left of it. One pointer test for every other request.
+        let attemptTimeout = timeout
+        if request.extras != nil { timeout = Self.attemptTimeout(attemptTimeout, of: request, context: context) }
         // Only a request that can be sent again counts: one whose chain can decide a retry, or
         // whose taker can reconnect. A request that cannot pays nothing for the budget.
         if let budgeting, !plan.retryDecision.isEmpty || context.transfer != nil || plan.hedges {
@@ -119,6 +123,7 @@ package struct RequestRunner: Sendable {
             case .retry:
                 attempt += 1
                 context.setAttempt(attempt)
+                if request.extras != nil { timeout = Self.attemptTimeout(attemptTimeout, of: request, context: context) }
             case .reconnect:
                 attempt += 1
                 runStart = attempt
@@ -130,6 +135,28 @@ package struct RequestRunner: Sendable {
                 return try await Self.succeed(with: settled.response, plan: plan, context: context, decode: decode)
             }
         }
+    }
+
+    /// The time a step may take: `timeout`, or what is left of the request's total timeout if that
+    /// is shorter (zero once the total has passed).
+    static func timeout(_ timeout: Duration?, within total: Deadline?) -> Duration? {
+        guard let total else { return timeout }
+        let left = total.remaining() ?? .zero
+        guard let timeout else { return left }
+        return min(timeout, left)
+    }
+
+    /// `timeout`, bounded by what is left of the request's total timeout if it has one (and is not
+    /// an event stream). Out of line: only a request with extras gets here.
+    @inline(never)
+    static func attemptTimeout(_ timeout: Duration?, of request: HTTPRequest, context: RequestContext) -> Duration? {
+        Self.timeout(timeout, within: totalDeadline(of: request, context: context))
+    }
+
+    /// The request's total deadline, unless it is an event stream's (which has none).
+    static func totalDeadline(of request: HTTPRequest, context: RequestContext) -> Deadline? {
+        guard let total = request.totalDeadline, context.transfer?.timesOutWhenIdle != true else { return nil }
+        return total
     }
 
     /// Counts `request` in its origin's budget account. Out of line: one call on the success path.
@@ -227,9 +254,14 @@ package struct RequestRunner: Sendable {
         case .finish, .end, nil: break
         }
         guard attempt < attemptLimit, !plan.retryDecision.isEmpty else { return .end(failure) }
+        // The request's total timeout has passed: no decision is asked, nothing more is sent.
+        let total = Self.totalDeadline(of: request, context: context)
+        if let total, total.hasPassed() { return .end(failure) }
         var failure = failure
         let decision: RetryDecision
-        switch await decide(after: failure, response: response, plan: plan, context: context, timeout: timeout) {
+        switch await decide(
+            after: failure, response: response, plan: plan, context: context, timeout: Self.timeout(timeout, within: total))
+        {
         case .finished(let answer): decision = answer
         case .timedOut: failure = .timedOut; decision = .doNotRetry
         case .cancelled: failure = .cancelled; decision = .doNotRetry
@@ -241,8 +273,11 @@ package struct RequestRunner: Sendable {
         // answer or the transport's error, not a new error that hides it. A retry with a credential
         // just refreshed is counted, never refused (at most one per refresh of a request).
         let withNewCredential = context.takeRetryWithNewCredential()
-        guard budgetAllowsResending(account, exempt: withNewCredential, context: context) else { return .end(failure) }
         let wait = delay.clampedForConveyor
+        // A retry that could not start before the request's total timeout is not made: the request
+        // ends with the failure it would have retried, as a refused one does (and spends nothing).
+        if let total, wait >= total.remaining() ?? .zero { return .end(failure) }
+        guard budgetAllowsResending(account, exempt: withNewCredential, context: context) else { return .end(failure) }
         if wait > .zero, await !backoff(wait, context: context) { return .end(.cancelled) }
         if Task.isCancelled || context.isCancelled { return .end(.cancelled) }
         return .retry
@@ -358,9 +393,10 @@ package struct RequestRunner: Sendable {
         }
     }
 
-    /// An attempt's deadline: the request's timeout, or for an event stream its idle timeout alone
-    /// (the attempt lasts while bytes keep coming; `nil` there is no limit, whatever the
-    /// request's timeout).
+    /// An attempt's deadline: the request's timeout (bounded by what is left of its total timeout,
+    /// ``attemptTimeout(_:of:context:)``), or for an event stream its idle timeout alone (the
+    /// attempt lasts while bytes keep coming; `nil` there is no limit, whatever the request's
+    /// timeouts).
     @inline(never)
     static func deadline(_ timeout: Duration?, transfer: TransferHandler?, on clock: any Clock<Duration>) -> Deadline? {
         guard let transfer, transfer.timesOutWhenIdle else { return timeout.map { Deadline(after: $0, on: clock) } }

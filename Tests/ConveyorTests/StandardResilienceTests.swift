@@ -19,7 +19,7 @@ private let apiURL = URL(string: "https://api.test/v1")!
             "RetryBehavior", "RateLimitBehavior", "ConcurrencyLimitBehavior", "CircuitBreakerBehavior",
         ])
         let configuration = NetworkClient.Configuration.standardResilience
-        #expect(configuration.timeout == .seconds(10))
+        #expect(configuration.timeout == .seconds(10) && configuration.totalTimeout == .seconds(30))
         #expect(configuration.retryBudget != nil && configuration.attemptLimit == 10)
     }
 

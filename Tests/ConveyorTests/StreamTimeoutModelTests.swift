@@ -37,8 +37,11 @@ import Testing
     func aLiveStreamOutlastsTheClientsTimeoutOnOneConnection(idle: Duration?) async throws {
         try await LocalServer.withServer { server in
             let attempts = Attempts()
+            // A 1 s total timeout too: an event stream has none (its idle timeout applies).
+            var configuration = NetworkClient.Configuration(timeout: .seconds(1))
+            configuration.totalTimeout = .seconds(1)
             let client = NetworkClient(
-                baseURL: server.baseURL, transport: URLSessionTransport(), configuration: .init(timeout: .seconds(1))
+                baseURL: server.baseURL, transport: URLSessionTransport(), configuration: configuration
             ) { attempts }
             var options = EventStreamOptions()
             options.idleTimeout = idle

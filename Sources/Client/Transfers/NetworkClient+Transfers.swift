@@ -122,7 +122,9 @@ extension NetworkClient {
         prepare: (HTTPRequest) throws(NetworkError) -> Void
     ) async throws(NetworkError) -> (HTTPResponse, Int) {
         let absolute = URLBuilder.isAbsolute(request.path)
-        let httpRequest = try makeHTTPRequest(request, absolute: absolute)
+        // An event stream has no total timeout: it lasts while bytes keep coming (the engine
+        // ignores the bound for a transfer that times out when idle).
+        let httpRequest = try makeHTTPRequest(request, absolute: absolute, bounded: true)
         try prepare(httpRequest)
         let plan =
             request.exclusions.isEmpty && request.behaviors.isEmpty
