@@ -335,6 +335,55 @@ import Testing
         }
     }
 
+    /// Keeps the request's context, and makes it interruptible when asked.
+    final class ContextKeeper: SendObserving {
+        let interruptible: Bool
+        let kept = Locked<RequestContext?>(nil)
+        init(interruptible: Bool) { self.interruptible = interruptible }
+        func beforeSend(_ request: HTTPRequest, context: RequestContext) async {
+            if interruptible { context.makeInterruptible() }
+            kept.withLock { $0 = context }
+        }
+    }
+
+    /// `cancel()` on an interruptible request ends the race at once, both attempts cancelled; on
+    /// another, the attempts in flight go on (as a lone attempt does) and no hedge starts.
+    @Test func cancelOnTheContextEndsTheRaceOfAnInterruptibleRequest() async {
+        for interruptible in [true, false] {
+            let clock = ManualClock()
+            let transport = ScriptedTransport(clock: clock, [Self.answer(1_000), Self.answer(1_000), Self.answer(1)])
+            let keeper = ContextKeeper(interruptible: interruptible)
+            var configuration = NetworkClient.Configuration(clock: clock)
+            configuration.retryBudget = nil
+            let client = NetworkClient(baseURL: apiURL, transport: transport, configuration: configuration) {
+                keeper
+                HedgingBehavior(maxAttempts: 3, delay: .fixed(.milliseconds(100)))
+            }
+            let task = Task { () -> Result<HTTPResponse, NetworkError> in
+                do throws(NetworkError) {
+                    return .success(try await client.send(Request<HTTPResponse>(path: "/x")))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            await clock.waitForSleepers(2)
+            clock.advance(by: .milliseconds(100))
+            await clock.waitForSleepers(3)  // two attempts and the next timer
+            keeper.kept.withLock { $0 }?.cancel()
+            if interruptible {
+                #expect((await task.value).isCancelled)
+                await Self.settle { transport.cancelled == 2 }
+                #expect(transport.cancelled == 2)
+            } else {
+                clock.advance(by: .milliseconds(100))  // the timer fires: no third attempt
+                clock.advance(by: .milliseconds(800))  // the first answers
+                let result = await task.value
+                #expect(Self.attempt(of: result) == 1)
+            }
+            #expect(transport.sent == 2)
+        }
+    }
+
     @Test func aRequestCanLeaveHedgingOut() async {
         let setup = Setup([Self.answer(1_000), Self.answer(1)])
         let client = setup.client
