@@ -129,6 +129,41 @@ import Testing
         #expect(mock.requests.count == 2)
     }
 
+    /// Sends a credential header of its own and declares it (as a request's own credential
+    /// behavior does): the request's sensitive names change after its total timeout was set.
+    struct DeclaresASecret: HeaderAdding, SensitiveHeaderDeclaring {
+        var sensitiveHeaderNames: [String] { ["X-Own-Secret"] }
+        func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+            ["X-Own-Secret": "s3cr3t"]
+        }
+    }
+
+    /// The total timeout holds whatever else the request carries beside its message: names its
+    /// client adds to the sensitive headers, and names its own behaviors declare.
+    @Test func theTotalHoldsWithSensitiveNamesFromTheClientAndTheRequest() async {
+        for (clientNames, ownBehavior) in [(false, true), (true, false), (true, true)] {
+            let clock = ManualClock()
+            let mock = MockTransport()
+            upstream(mock, clock: clock, durations: [.seconds(1)], deadline: .milliseconds(2_500))
+            var configuration = NetworkClient.Configuration(clock: ImmediateClock(), timeoutClock: clock)
+            configuration.totalTimeout = .milliseconds(2_500)
+            configuration.retryBudget = nil
+            if clientNames { configuration.sensitiveHeaders = configuration.sensitiveHeaders.adding(["X-Client-Secret"]) }
+            let client = NetworkClient(baseURL: URL(string: "https://api.test")!, transport: mock, configuration: configuration) {
+                ScriptedRetries(delays: Array(repeating: .zero, count: 10))
+            }
+            var request = Request<Void>(path: "/x")
+            if ownBehavior { request.behaviors = [DeclaresASecret()] }
+            do throws(NetworkError) {
+                try await client.send(request)
+                Issue.record("succeeded")
+            } catch {
+                #expect(error == .timedOut, "client names \(clientNames), own behavior \(ownBehavior)")
+            }
+            #expect(mock.requests.count == 3, "client names \(clientNames), own behavior \(ownBehavior)")
+        }
+    }
+
     /// Generated schedules (how long each attempt takes, how long each retry waits, the total)
     /// against a model of the rule: an attempt that would end at or past the total is cut there
     /// with `.timedOut`; a retry whose wait is not shorter than what is left is not made, and the
