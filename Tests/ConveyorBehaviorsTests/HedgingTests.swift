@@ -106,13 +106,19 @@ import Testing
         }
 
         func start(_ method: HTTPMethod = .get) -> Task<Result<HTTPResponse, NetworkError>, Never> {
-            let client = self.client
-            return Task {
-                do throws(NetworkError) {
-                    return .success(try await client.send(Request<HTTPResponse>(method: method, path: "/x")))
-                } catch {
-                    return .failure(error)
-                }
+            HedgingTests.start(Request<HTTPResponse>(method: method, path: "/x"), on: client)
+        }
+    }
+
+    /// Sends `request` in a task of its own; its result, whichever way it ends.
+    static func start(_ request: Request<HTTPResponse>, on client: NetworkClient) -> Task<
+        Result<HTTPResponse, NetworkError>, Never
+    > {
+        Task {
+            do throws(NetworkError) {
+                return .success(try await client.send(request))
+            } catch {
+                return .failure(error)
             }
         }
     }
@@ -287,15 +293,8 @@ import Testing
         try Data("hello".utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         let setup = Setup([Self.answer(1_000), Self.answer(1)])
-        let client = setup.client
-        let task = Task { () -> Result<HTTPResponse, NetworkError> in
-            do throws(NetworkError) {
-                let request = Request<HTTPResponse>(method: .put, path: "/x", body: .file(file, contentType: "text/plain"))
-                return .success(try await client.send(request))
-            } catch {
-                return .failure(error)
-            }
-        }
+        let request = Request<HTTPResponse>(method: .put, path: "/x", body: .file(file, contentType: "text/plain"))
+        let task = Self.start(request, on: setup.client)
         await setup.clock.waitForSleepers(1)
         #expect(setup.clock.sleeps == [.milliseconds(1_000)])  // no hedge timer
         setup.clock.advance(by: .seconds(1))
@@ -359,13 +358,7 @@ import Testing
                 keeper
                 HedgingBehavior(maxAttempts: 3, delay: .fixed(.milliseconds(100)))
             }
-            let task = Task { () -> Result<HTTPResponse, NetworkError> in
-                do throws(NetworkError) {
-                    return .success(try await client.send(Request<HTTPResponse>(path: "/x")))
-                } catch {
-                    return .failure(error)
-                }
-            }
+            let task = Self.start(Request<HTTPResponse>(path: "/x"), on: client)
             await clock.waitForSleepers(2)
             clock.advance(by: .milliseconds(100))
             await clock.waitForSleepers(3)  // two attempts and the next timer
@@ -386,14 +379,7 @@ import Testing
 
     @Test func aRequestCanLeaveHedgingOut() async {
         let setup = Setup([Self.answer(1_000), Self.answer(1)])
-        let client = setup.client
-        let task = Task { () -> Result<HTTPResponse, NetworkError> in
-            do throws(NetworkError) {
-                return .success(try await client.send(Request<HTTPResponse>(path: "/x").excluding(.type(HedgingBehavior.self))))
-            } catch {
-                return .failure(error)
-            }
-        }
+        let task = Self.start(Request<HTTPResponse>(path: "/x").excluding(.type(HedgingBehavior.self)), on: setup.client)
         await setup.clock.waitForSleepers(1)
         #expect(setup.clock.sleeps == [.milliseconds(1_000)])
         setup.clock.advance(by: .seconds(1))
