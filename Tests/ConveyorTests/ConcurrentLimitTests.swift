@@ -12,10 +12,12 @@ import Testing
     @Test func eightResponsesOverTheirLimitAtOnceAllEndAsTooLarge() async throws {
         do {
             try await LocalServer.withServerInMemoryTurn { server in
-                // A 10 s timeout: a stalled cancel shows as `.timedOut` instead of `.responseTooLarge`.
+                // A 20 s timeout: a stalled cancel (more than 30 s before the fix) shows as `.timedOut`
+                // instead of `.responseTooLarge`. 10 s was not enough for a 2-core machine running the
+                // thread-sanitized suite beside another test run (all 8 timed out; alone: 0.4 s).
                 let client = NetworkClient(
                     baseURL: server.baseURL, transport: URLSessionTransport(),
-                    configuration: .init(timeout: .seconds(10), maxResponseSize: 1 << 20))
+                    configuration: .init(timeout: .seconds(20), maxResponseSize: 1 << 20))
                 for _ in 0..<3 {
                     let outcomes = await withTaskGroup(of: String.self) { group in
                         for _ in 0..<8 {
