@@ -272,15 +272,16 @@ public final class NetworkClient: NetworkClientProtocol {
         case nil: break
         }
         if let requestExtras { built.extras = requestExtras }
-        if bounded, let total = request.totalTimeout ?? configuration.totalTimeout {
-            built.bound(by: total, on: configuration.timeoutClock)
-        }
         // A request's own behaviors may declare credential headers of their own (rare: one call each).
         if !request.behaviors.isEmpty {
             for behavior in request.behaviors {
             let names = behavior._sensitiveHeaderNames
                 if !names.isEmpty { built.sensitiveHeaders = built.sensitiveHeaders.adding(names) }
             }
+        }
+        // Last: setting the sensitive names makes new extras, which would not carry the deadline.
+        if bounded, let total = request.totalTimeout ?? configuration.totalTimeout {
+            built.bound(by: total, on: configuration.timeoutClock)
         }
         return built
     }

@@ -88,7 +88,7 @@ public struct HTTPRequest: Sendable, Hashable, CustomStringConvertible {
     /// the request hide their values. Not part of equality.
     public var sensitiveHeaders: SensitiveHeaders {
         get { extras?.sensitiveHeaders ?? .standard }
-        set { extras = RequestExtras.make(sensitiveHeaders: newValue, totalDeadline: totalDeadline) }
+        set { extras = RequestExtras.make(sensitiveHeaders: newValue) }
     }
 
     /// Creates a request.

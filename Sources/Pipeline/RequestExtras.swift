@@ -12,9 +12,8 @@ package final class RequestExtras: Sendable {
         self.totalDeadline = totalDeadline
     }
 
-    /// The extras for these names and this deadline, or `nil` when there is nothing to carry.
-    package static func make(sensitiveHeaders: SensitiveHeaders, totalDeadline: Deadline? = nil) -> RequestExtras? {
-        sensitiveHeaders.added.isEmpty && totalDeadline == nil
-            ? nil : RequestExtras(sensitiveHeaders: sensitiveHeaders, totalDeadline: totalDeadline)
+    /// The extras for these names, or `nil` when there is nothing to carry.
+    package static func make(sensitiveHeaders: SensitiveHeaders) -> RequestExtras? {
+        sensitiveHeaders.added.isEmpty ? nil : RequestExtras(sensitiveHeaders: sensitiveHeaders)
     }
 }
