@@ -113,7 +113,7 @@ extension RequestRunner {
         var first: (request: HTTPRequest, deadline: Deadline?)?
         if !began {
             let deadline = timeout.map { Deadline(after: $0, on: timeoutClock) }
-            if let deadline, !plan.intercept.isEmpty { context.setAttemptDeadline(deadline) }
+            if let deadline, !plan.sendsDirectly { context.setAttemptDeadline(deadline) }
             switch await guardedPrepare(
                 request, plan: plan, context: context, deadline: deadline, interrupter: interruptible ? context : nil)
             {

@@ -46,8 +46,8 @@ extension HookPlan {
         for behavior in beforeSend { await behavior._beforeSend(request, context: context) }
     }
 
-    /// Runs the attempt through members' `intercept`, the first outermost, with `innermost` (the
-    /// transport) inside the last. A member that throws something other than a ``NetworkError``
+    /// Runs the attempt through members' `intercept`, the first outermost, with the gates and
+    /// `innermost` (the transport) inside the last. A member that throws something other than a ``NetworkError``
     /// fails the attempt with ``NetworkError/behaviorFailed(behavior:hook:underlying:)``; a
     /// ``NetworkError`` (its own, or one `next` threw) passes through as it is.
     ///
@@ -58,7 +58,10 @@ extension HookPlan {
         innermost: @escaping InterceptNext
     ) async throws(NetworkError) -> HTTPResponse {
         if let step, step.isAbandoned { throw .cancelled }
-        guard index < intercept.count else { return try await innermost(request) }
+        guard index < intercept.count else {
+            if gates.isEmpty { return try await innermost(request) }
+            return try await runGates(request, context: context, step: step, next: innermost)
+        }
         let behavior = intercept[index]
         let next: InterceptNext = { request throws(NetworkError) in
             try await self.runIntercept(request, context: context, step: step, from: index + 1, innermost: innermost)

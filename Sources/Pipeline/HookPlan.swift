@@ -14,6 +14,10 @@ package enum HookBits {
     package static let wraps: UInt16 = 512
     /// A ``RequestHedging`` member: the engine hedges the chain's requests by its policy.
     package static let hedges: UInt16 = 1024
+    /// An ``AttemptGating`` member: it admits each exchange with the transport. A gate also
+    /// declares ``intercept`` (its public `intercept` does the same work around `next`), which the
+    /// plan uses only for a member that is not itself a gate (a wrapper around one).
+    package static let gates: UInt16 = 2048
 
     /// The hooks `behavior`'s type declares.
     @inline(__always)
@@ -47,8 +51,12 @@ package final class HookPlan: Sendable {
     let additionalHeaders: [any RequestBehavior]
     let modify: [any RequestBehavior]
     let beforeSend: [any RequestBehavior]
-    /// First to last: the first is outermost, nearest the caller; the last is next to the transport.
+    /// First to last: the first is outermost, nearest the caller; the last is nearest the gates.
     let intercept: [any RequestBehavior]
+    /// First to last, next to the transport, inside every `intercept` member.
+    let gates: [any AttemptGating]
+    /// Whether an attempt goes straight to the transport: no `intercept` member and no gate.
+    let sendsDirectly: Bool
     /// Last to first.
     let validate: [any RequestBehavior]
     let retryDecision: [any RequestBehavior]
@@ -85,7 +93,8 @@ package final class HookPlan: Sendable {
         additionalHeaders = members(HookBits.additionalHeaders)
         modify = members(HookBits.modify)
         beforeSend = members(HookBits.beforeSend)
-        intercept = members(HookBits.intercept)
+        (intercept, gates) = Self.interceptorsAndGates(behaviors, bits: bits)
+        sendsDirectly = intercept.isEmpty && gates.isEmpty
         validate = members(HookBits.validate).reversed()
         retryDecision = members(HookBits.retryDecision)
         afterSuccess = members(HookBits.afterSuccess).reversed()
@@ -93,6 +102,24 @@ package final class HookPlan: Sendable {
         progressObservers = members(HookBits.transferProgress)
         hasWrappers = bits.contains { $0 & HookBits.wraps != 0 }
         hedging = Self.lastHedger(in: behaviors, bits: bits)
+    }
+
+    /// The members that intercept and the gates, first to last. A member that declares
+    /// ``HookBits/gates`` and is a gate is a gate only; one that declares it without being one (a
+    /// wrapper that forwards every hook) intercepts.
+    private static func interceptorsAndGates(_ behaviors: [any RequestBehavior], bits: [UInt16])
+        -> ([any RequestBehavior], [any AttemptGating])
+    {
+        var interceptors: [any RequestBehavior] = []
+        var gates: [any AttemptGating] = []
+        for index in behaviors.indices where bits[index] & (HookBits.intercept | HookBits.gates) != 0 {
+            if bits[index] & HookBits.gates != 0, let gate = behaviors[index] as? any AttemptGating {
+                gates.append(gate)
+            } else if bits[index] & HookBits.intercept != 0 {
+                interceptors.append(behaviors[index])
+            }
+        }
+        return (interceptors, gates)
     }
 
     /// The last member whose type declares ``HookBits/hedges``.
@@ -132,7 +159,15 @@ package final class HookPlan: Sendable {
         additionalHeaders = forward(base.additionalHeaders, HookBits.additionalHeaders)
         modify = forward(base.modify, HookBits.modify)
         beforeSend = forward(base.beforeSend, HookBits.beforeSend)
-        intercept = forward(base.intercept, HookBits.intercept)
+        if all & (HookBits.intercept | HookBits.gates) != 0 {
+            let (interceptors, gates) = Self.interceptorsAndGates(extra, bits: bits)
+            intercept = base.intercept + interceptors
+            self.gates = base.gates + gates
+        } else {
+            intercept = base.intercept
+            gates = base.gates
+        }
+        sendsDirectly = intercept.isEmpty && gates.isEmpty
         validate = backward(base.validate, HookBits.validate)
         retryDecision = forward(base.retryDecision, HookBits.retryDecision)
         afterSuccess = backward(base.afterSuccess, HookBits.afterSuccess)
@@ -149,6 +184,8 @@ package final class HookPlan: Sendable {
         modify = base.modify.filter(keep)
         beforeSend = base.beforeSend.filter(keep)
         intercept = base.intercept.filter(keep)
+        gates = base.gates.filter { keep($0) }
+        sendsDirectly = intercept.isEmpty && gates.isEmpty
         validate = base.validate.filter(keep)
         retryDecision = base.retryDecision.filter(keep)
         afterSuccess = base.afterSuccess.filter(keep)

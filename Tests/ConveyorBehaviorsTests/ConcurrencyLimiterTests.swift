@@ -131,7 +131,7 @@ import Testing
         #expect(limiter.snapshot(for: Self.origin).limit >= 2)
 
         // One at a time is at least half of a limit of 2: each answer raises it by 1 / limit.
-        let account = ConcurrencyLimiter.Account(limit: 2)
+        let account = ConcurrencyLimiter.Account(Self.origin, limit: 2)
         let options = ConcurrencyLimiter.Options(minLimit: 1, maxLimit: 12)
         account.inFlight = 1
         account.adjust(latency: 1_000, failed: false, at: 0, options: options)
@@ -145,7 +145,7 @@ import Testing
 
     @Test func anAnswerSlowerThanTwiceTheFloorLowersTheLimit() {
         let options = ConcurrencyLimiter.Options(initialLimit: 10, maxLimit: 100)
-        let account = ConcurrencyLimiter.Account(limit: 10)
+        let account = ConcurrencyLimiter.Account(Self.origin, limit: 10)
         account.inFlight = 10
         account.adjust(latency: 100_000_000, failed: false, at: 0, options: options)  // 100 ms: the floor
         #expect(account.limit == 10.1)
@@ -169,7 +169,7 @@ import Testing
             let minLimit = Int(random.next() % 5) + 1
             let maxLimit = minLimit + Int(random.next() % 50)
             let options = ConcurrencyLimiter.Options(initialLimit: maxLimit, minLimit: minLimit, maxLimit: maxLimit)
-            let account = ConcurrencyLimiter.Account(limit: Double(options.initialLimit))
+            let account = ConcurrencyLimiter.Account(Self.origin, limit: Double(options.initialLimit))
             var now: Int64 = 0
             for _ in 0..<500 {
                 now += Int64(random.next() % 2_000_000_000)
@@ -188,7 +188,7 @@ import Testing
         // limit: never below 20, or the 21st would wait for a place only an answer frees.
         let limiter = ConcurrencyLimiter(options: .init(initialLimit: 20, minLimit: 20, maxLimit: 32))
         let check = BehaviorContractCheck(ConcurrencyLimitBehavior(limiter)) {
-            limiter.origins.withLock { $0.values.reduce(0) { $0 + $1.inFlight + $1.queue.count + $1.placed.count } }
+            limiter.origins.withLock { $0.all.values.reduce(0) { $0 + $1.inFlight + $1.queue.count + $1.placed.count } }
         }
         let violations = await check.run()
         #expect(violations.isEmpty, "\(violations)")
@@ -293,7 +293,7 @@ import Testing
         func limited() -> (ConcurrencyLimitBehavior, @Sendable () -> Int) {
             let limiter = ConcurrencyLimiter(options: .init(initialLimit: 5, minLimit: 5, maxLimit: 5))
             return (ConcurrencyLimitBehavior(limiter), {
-                limiter.origins.withLock { $0.values.reduce(0) { $0 + $1.inFlight + $1.queue.count + $1.placed.count } }
+                limiter.origins.withLock { $0.all.values.reduce(0) { $0 + $1.inFlight + $1.queue.count + $1.placed.count } }
             })
         }
         let (behavior, probe) = limited()

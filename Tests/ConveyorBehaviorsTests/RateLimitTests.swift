@@ -138,7 +138,7 @@ import Testing
             let period = Int64(random.next() % 5_000 + 100) * 1_000_000
             let longest = Int64(random.next() % 3) == 0 ? Int64.max : period / 2
             let quota = RateLimiter.Quota(requests, per: .nanoseconds(period))
-            let account = RateLimiter.Account()
+            let account = RateLimiter.Account(Self.origin)
             var modelSends: [Int64] = []
             var now: Int64 = 0
             for _ in 0..<200 {
@@ -214,7 +214,7 @@ import Testing
 
         // Two attempts in flight when an answer says two remain: the server may not have counted
         // them yet, so none remains.
-        let account = RateLimiter.Account()
+        let account = RateLimiter.Account(Self.origin)
         _ = account.take(at: 0, longest: .max, quota: nil)
         _ = account.take(at: 0, longest: .max, quota: nil)
         account.inFlight -= 1
@@ -226,13 +226,13 @@ import Testing
     /// allows when the origin said its limit: the rest are refused, since when that window ends
     /// is unknown.
     @Test func waitersForTheResetAreBoundedByTheAnnouncedLimit() {
-        let account = RateLimiter.Account()
+        let account = RateLimiter.Account(Self.origin)
         account.learn(AnnouncedRateLimit(remaining: 0, reset: .seconds(10), limit: 2), at: 0)
         #expect(account.take(at: 0, longest: .max, quota: nil) == .send(at: 10_000_000_000))
         #expect(account.take(at: 1, longest: .max, quota: nil) == .send(at: 10_000_000_000))
         #expect(account.take(at: 2, longest: .max, quota: nil) == .refuse(wait: 9_999_999_998))
         // Refused for a wait past `longest`, an attempt takes no place among them.
-        let other = RateLimiter.Account()
+        let other = RateLimiter.Account(Self.origin)
         other.learn(AnnouncedRateLimit(remaining: 0, reset: .seconds(10), limit: 1), at: 0)
         #expect(other.take(at: 0, longest: 5, quota: nil) == .refuse(wait: 10_000_000_000))
         #expect(other.take(at: 0, longest: .max, quota: nil) == .send(at: 10_000_000_000))
@@ -323,7 +323,7 @@ import Testing
     @Test func theBehaviorKeepsTheContract() async {
         let limiter = RateLimiter(quota: .init(10_000, per: .seconds(1)))
         let check = BehaviorContractCheck(RateLimitBehavior(limiter)) {
-            limiter.accounts.withLock { $0.values.reduce(0) { $0 + $1.inFlight } }
+            limiter.accounts.withLock { $0.all.values.reduce(0) { $0 + $1.inFlight } }
         }
         let violations = await check.run()
         #expect(violations.isEmpty, "\(violations)")

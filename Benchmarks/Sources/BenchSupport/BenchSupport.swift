@@ -215,14 +215,14 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// One `RetryBehavior`, every request answered at once, with the default retry budget and
     /// without one: the difference is what the budget costs a request that could be retried.
     case retryOnly = "retry-only", retryOnlyUnbudgeted = "retry-only-unbudgeted"
-    /// One `CircuitBreakerBehavior`, its circuit closed: compare with `intercept1` (one
-    /// pass-through `intercept` member) for the breaker's own cost.
+    /// One `CircuitBreakerBehavior`, its circuit closed: compare with `noop0` for what the gate
+    /// adds to a request (admitted at the transport's door, its answer counted).
     case breaker
     /// One `CircuitBreakerBehavior` whose circuit an operator isolated: every request fails at
     /// once with `circuitOpen`, sending nothing (the failing-fast path).
     case breakerOpen = "breaker-open"
     /// One `RateLimitBehavior` following only what the origin announces (the canned answers
-    /// announce nothing): compare with `intercept1` for the limiter's own cost.
+    /// announce nothing): compare with `noop0` for what the gate adds to a request.
     case ratelimit
     /// One `RateLimitBehavior` with a client quota (100,000 a second, never reached): the sliding
     /// log's cost per send.

@@ -125,7 +125,7 @@ public final class CircuitBreaker: Sendable {
     private func change(_ origin: Origin, _ body: (Circuit) -> Void) {
         let now = elapsed.nanoseconds()
         let new: State = circuits.withLock { circuits in
-            let circuit = circuits.all[origin] ?? Circuit()
+            let circuit = circuits.all[origin] ?? Circuit(origin)
             body(circuit)
             circuits.all[origin] = circuit
             return circuit.state(at: now)
@@ -136,7 +136,6 @@ public final class CircuitBreaker: Sendable {
     /// Whether a request to `origin` may be sent now (as a probe when half-open), and the circuit
     /// its outcome is to be counted in.
     package func admit(_ origin: Origin) -> (Admission, Circuit) {
-        let now = elapsed.nanoseconds()
         var changed: State?
         let result: (Admission, Circuit) = circuits.withLock { circuits in
             let circuit: Circuit
@@ -146,29 +145,33 @@ public final class CircuitBreaker: Sendable {
                 circuit = found
                 circuits.last = (origin, found)
             } else {
-                if circuits.all.count >= maxOrigins { evict(&circuits.all, now: now) }
-                circuit = Circuit()
+                if circuits.all.count >= maxOrigins { evict(&circuits.all, now: elapsed.nanoseconds()) }
+                circuit = Circuit(origin)
+                circuit.lastUsed = elapsed.nanoseconds()
                 circuits.all[origin] = circuit
                 circuits.last = (origin, circuit)
             }
-            return (circuit.admit(at: now, breaker: self, changed: &changed), circuit)
+            // A closed circuit lets the request through without the time: its use is noted when
+            // its outcome is counted.
+            if case .closed = circuit.phase { return (.send(probe: false), circuit) }
+            return (circuit.admit(at: elapsed.nanoseconds(), breaker: self, changed: &changed), circuit)
         }
         if let changed { onChange?(origin, changed) }
         return result
     }
 
     /// Counts the outcome of a request ``admit(_:)`` let through, in the circuit it returned.
-    package func record(_ outcome: Outcome, probe: Bool, in circuit: Circuit, origin: Origin) {
+    package func record(_ outcome: Outcome, probe: Bool, in circuit: Circuit) {
         let now = elapsed.nanoseconds()
         var changed: State?
         circuits.withLock { _ in circuit.record(outcome, probe: probe, at: now, breaker: self, changed: &changed) }
-        if let changed { onChange?(origin, changed) }
+        if let changed { onChange?(circuit.origin, changed) }
     }
 
     /// Counts an outcome for `origin` (tests: an admission and its outcome in two calls).
     package func record(_ origin: Origin, _ outcome: Outcome, probe: Bool) {
         guard let circuit = circuits.withLock({ $0.all[origin] }) else { return }
-        record(outcome, probe: probe, in: circuit, origin: origin)
+        record(outcome, probe: probe, in: circuit)
     }
 
     /// Makes room for one circuit: closed ones idle for a window go; if none did, the one idle
@@ -215,11 +218,15 @@ public final class CircuitBreaker: Sendable {
             case isolated
         }
 
+        /// The origin whose circuit this is.
+        let origin: Origin
         var phase = Phase.closed
         /// Outcomes in the sampling window, in ten slots: (slot index, attempts, failures).
         var slots = [(index: Int64, attempts: Int, failures: Int)](repeating: (-1, 0, 0), count: 10)
         var inFlightProbes = 0
         var lastUsed: Int64 = 0
+
+        init(_ origin: Origin) { self.origin = origin }
 
         func reset() {
             phase = .closed
@@ -311,7 +318,7 @@ public final class CircuitBreaker: Sendable {
 ///     CircuitBreakerBehavior()
 /// }
 /// ```
-public struct CircuitBreakerBehavior: AttemptIntercepting {
+public struct CircuitBreakerBehavior: AttemptIntercepting, AttemptGating {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
     /// The circuits this behavior reads and counts in.
@@ -331,30 +338,41 @@ public struct CircuitBreakerBehavior: AttemptIntercepting {
         self.policy = policy
     }
 
+    /// The engine runs this behavior at the transport's door (a gate), next to the transport.
+    public static var _declaredHooks: UInt16 { HookBits.gates | HookBits.intercept }
+
     /// Refuses the attempt while the circuit is open; otherwise sends it and counts its outcome.
+    /// (The engine does the same without calling this: a client's chain admits and counts each
+    /// exchange at the transport's door.)
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse
     {
-        guard let origin = context.requestOrigin else { return try await next(request) }
+        try await exchange(request, context: context, next: next)
+    }
+
+    package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
+        guard let origin = context.requestOrigin else { return .uncounted }
         let (admission, circuit) = breaker.admit(origin)
-        let probe: Bool
         switch admission {
-        case .send(let isProbe): probe = isProbe
-        case .refuse(let wait): throw NetworkError.circuitOpen(origin: origin.description, retryAfter: wait)
+        case .send(let probe): return GatePass(record: circuit, flag: probe)
+        case .refuse(let wait): throw .circuitOpen(origin: origin.description, retryAfter: wait)
         }
-        do {
-            let response = try await next(request)
-            let failed = policy.isUpstreamFailure(nil, status: response.status)
-            breaker.record(failed ? .failure : .success, probe: probe, in: circuit, origin: origin)
-            return response
-        } catch {
-            let failure = NetworkError(transportError: error)
-            let outcome: CircuitBreaker.Outcome =
-                failure.isCancellation
-                ? (context.attemptDeadlineHasPassed ? .failure : .abandoned)
-                : policy.isUpstreamFailure(failure, status: failure.status) ? .failure : .abandoned
-            breaker.record(outcome, probe: probe, in: circuit, origin: origin)
-            throw error
-        }
+    }
+
+    package func waitForTurn(_ pass: GatePass, context: RequestContext) async throws(NetworkError) -> GatePass { pass }
+
+    package func release(_ pass: GatePass, answered response: HTTPResponse, context: RequestContext) {
+        guard let circuit = pass.record as? CircuitBreaker.Circuit else { return }
+        let failed = policy.isUpstreamFailure(nil, status: response.status)
+        breaker.record(failed ? .failure : .success, probe: pass.flag, in: circuit)
+    }
+
+    package func release(_ pass: GatePass, failed failure: NetworkError, context: RequestContext) {
+        guard let circuit = pass.record as? CircuitBreaker.Circuit else { return }
+        let outcome: CircuitBreaker.Outcome =
+            failure.isCancellation
+            ? (context.attemptDeadlineHasPassed ? .failure : .abandoned)
+            : policy.isUpstreamFailure(failure, status: failure.status) ? .failure : .abandoned
+        breaker.record(outcome, probe: pass.flag, in: circuit)
     }
 }

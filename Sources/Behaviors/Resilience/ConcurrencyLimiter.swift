@@ -101,7 +101,7 @@ public final class ConcurrencyLimiter: Sendable {
     let policy: RetryPolicy
     let onChange: (@Sendable (Origin, Int) -> Void)?
     let random: @Sendable () -> Double
-    let origins = Locked<[Origin: Account]>([:])
+    let origins = Locked<OriginRecords<Account>>(OriginRecords())
 
     /// Creates a limiter.
     /// - Parameters:
@@ -159,42 +159,42 @@ public final class ConcurrencyLimiter: Sendable {
     /// - Returns: `.placed` with the time the attempt started (for ``release(_:started:failed:)``),
     ///   or `.queued` with the ticket to ``wait(_:origin:within:)`` with.
     /// - Throws: ``NetworkError/rateLimited`` when the queue is full or the attempt may not wait.
-    package func enter(_ origin: Origin, within: Duration?) throws(NetworkError) -> Entry {
+    package func enter(_ origin: Origin, within: @autoclosure () -> Duration?) throws(NetworkError) -> Entry {
         let draw = options.throttle == nil ? 0 : random()
-        let ticket: Int? = origins.withLock { origins in
+        let (ticket, account): (Int?, Account) = origins.withLock { origins in
             let account = self.account(for: origin, in: &origins)
             if let k = options.throttle {
                 let now = elapsed.nanoseconds()
                 if draw < account.throttleWindow.refusalProbability(k: k, at: now) {
                     account.throttleWindow.count(accepted: false, at: now)
                     account.rejected += 1
-                    return -1
+                    return (-1, account)
                 }
             }
             if account.inFlight < Int(account.limit) && account.queue.isEmpty {
                 account.inFlight += 1
-                return nil
+                return (nil, account)
             }
-            guard account.queue.count < options.maxQueue, within.map({ $0 > .zero }) ?? true, options.maxWait > .zero
+            guard account.queue.count < options.maxQueue, within().map({ $0 > .zero }) ?? true, options.maxWait > .zero
             else {
                 account.rejected += 1
-                return -1
+                return (-1, account)
             }
             account.nextTicket += 1
             account.queue.append(Waiter(ticket: account.nextTicket))
-            return account.nextTicket
+            return (account.nextTicket, account)
         }
-        guard let ticket else { return .placed(started: elapsed.nanoseconds()) }
+        guard let ticket else { return .placed(started: elapsed.nanoseconds(), account: account) }
         guard ticket >= 0 else { throw NetworkError.rateLimited(origin: origin.description, retryAfter: .zero) }
-        return .queued(ticket: ticket)
+        return .queued(ticket: ticket, account: account)
     }
 
     /// What ``enter(_:within:)`` did.
     package enum Entry {
-        /// A place was free: the attempt started at this time.
-        case placed(started: Int64)
+        /// A place was free: the attempt started at this time (release it in `account`).
+        case placed(started: Int64, account: Account)
         /// The attempt waits in the queue with this ticket.
-        case queued(ticket: Int)
+        case queued(ticket: Int, account: Account)
     }
 
     /// Waits with a ticket ``enter(_:within:)`` gave until a place is handed over.
@@ -275,12 +275,17 @@ public final class ConcurrencyLimiter: Sendable {
     ///   - failed: Whether the origin failed (`true`), answered (`false`), or the attempt ended
     ///     without saying anything of it (`nil`: cancelled).
     package func release(_ origin: Origin, started: Int64?, failed: Bool?) {
+        guard let account = origins.withLock({ $0[origin] }) else { return }
+        release(account, started: started, failed: failed)
+    }
+
+    /// Ends an attempt ``enter(_:within:)`` let through, in the account it returned.
+    package func release(_ account: Account, started: Int64?, failed: Bool?) {
         let now = elapsed.nanoseconds()
         var changed: Int?
         var next: CheckedContinuation<Void, any Error>?
         var handed = false
-        origins.withLock { origins in
-            guard let account = origins[origin] else { return }
+        origins.withLock { _ in
             let before = Int(account.limit)
             if let started, let failed {
                 account.adjust(latency: now - started, failed: failed, at: now, options: options)
@@ -298,17 +303,17 @@ public final class ConcurrencyLimiter: Sendable {
             if Int(account.limit) != before { changed = Int(account.limit) }
         }
         if handed { next?.resume() }
-        if let changed { onChange?(origin, changed) }
+        if let changed { onChange?(account.origin, changed) }
     }
 
-    private func account(for origin: Origin, in origins: inout [Origin: Account]) -> Account {
-        if let found = origins[origin] { return found }
+    private func account(for origin: Origin, in origins: inout OriginRecords<Account>) -> Account {
+        if let found = origins.find(origin) { return found }
         if origins.count >= maxOrigins {
-            let idle = origins.filter { $0.value.inFlight == 0 && $0.value.queue.isEmpty }
+            let idle = origins.all.filter { $0.value.inFlight == 0 && $0.value.queue.isEmpty }
                 .min { $0.value.lastUsed < $1.value.lastUsed }
             if let key = idle?.key { origins[key] = nil }
         }
-        let account = Account(limit: Double(options.initialLimit))
+        let account = Account(origin, limit: Double(options.initialLimit))
         origins[origin] = account
         return account
     }
@@ -322,8 +327,10 @@ public final class ConcurrencyLimiter: Sendable {
     }
 
     /// One origin's limit and queue. Its fields are read and written only under the limiter's lock.
-    final class Account: @unchecked Sendable {
+    package final class Account: @unchecked Sendable {
         // @unchecked: every field is only touched under the owning limiter's `origins` lock.
+        /// The origin this account is for.
+        let origin: Origin
         var limit: Double
         var inFlight = 0
         var queue: [Waiter] = []
@@ -338,7 +345,10 @@ public final class ConcurrencyLimiter: Sendable {
         /// The attempts and accepts of the last 2 minutes, for ``Options/throttle``.
         var throttleWindow = ThrottleWindow()
 
-        init(limit: Double) { self.limit = limit }
+        init(_ origin: Origin, limit: Double) {
+            self.origin = origin
+            self.limit = limit
+        }
 
         func adjust(latency: Int64, failed: Bool, at now: Int64, options: Options) {
             let window = now / 10_000_000_000
@@ -415,7 +425,7 @@ struct ThrottleWindow {
 ///     ConcurrencyLimitBehavior()
 /// }
 /// ```
-public struct ConcurrencyLimitBehavior: AttemptIntercepting {
+public struct ConcurrencyLimitBehavior: AttemptIntercepting, AttemptGating {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
     /// The limits this behavior holds attempts to.
@@ -432,26 +442,47 @@ public struct ConcurrencyLimitBehavior: AttemptIntercepting {
 
     /// Takes a place for the attempt (waiting for one if need be), sends it, and moves the limit
     /// by how it went.
+    /// The engine runs this behavior at the transport's door (a gate), next to the transport.
+    public static var _declaredHooks: UInt16 { HookBits.gates | HookBits.intercept }
+
+    /// Takes a place for the attempt (waiting for one if it must), sends it, and moves the limit
+    /// by how it went. (The engine does the same without calling this: a client's chain admits and
+    /// counts each exchange at the transport's door.)
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse
     {
-        guard let origin = context.requestOrigin else { return try await next(request) }
-        let started: Int64
+        try await exchange(request, context: context, next: next)
+    }
+
+    package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
+        guard let origin = context.requestOrigin else { return .uncounted }
         switch try limiter.enter(origin, within: context.attemptTimeRemaining) {
-        case .placed(let time): started = time
-        case .queued(let ticket): started = try await limiter.wait(ticket, origin: origin, within: context.attemptTimeRemaining)
+        case .placed(let started, let account): return GatePass(record: account, number: started)
+        case .queued(let ticket, let account): return GatePass(record: account, number: Int64(ticket), waits: true)
         }
+    }
+
+    package func waitForTurn(_ pass: GatePass, context: RequestContext) async throws(NetworkError) -> GatePass {
+        guard let account = pass.record as? ConcurrencyLimiter.Account else { return pass }
         do {
-            let response = try await next(request)
-            limiter.release(origin, started: started, failed: limiter.policy.isUpstreamFailure(nil, status: response.status))
-            return response
+            let started = try await limiter.wait(Int(pass.number), origin: account.origin, within: context.attemptTimeRemaining)
+            return GatePass(record: account, number: started)
         } catch {
-            let failed: Bool? =
-                error.isCancellation
-                ? (context.attemptDeadlineHasPassed ? true : nil)
-                : limiter.policy.isUpstreamFailure(error, status: error.status) ? true : nil
-            limiter.release(origin, started: started, failed: failed)
-            throw error
+            throw NetworkError(transportError: error)
         }
+    }
+
+    package func release(_ pass: GatePass, answered response: HTTPResponse, context: RequestContext) {
+        guard let account = pass.record as? ConcurrencyLimiter.Account else { return }
+        limiter.release(account, started: pass.number, failed: limiter.policy.isUpstreamFailure(nil, status: response.status))
+    }
+
+    package func release(_ pass: GatePass, failed failure: NetworkError, context: RequestContext) {
+        guard let account = pass.record as? ConcurrencyLimiter.Account else { return }
+        let failed: Bool? =
+            failure.isCancellation
+            ? (context.attemptDeadlineHasPassed ? true : nil)
+            : limiter.policy.isUpstreamFailure(failure, status: failure.status) ? true : nil
+        limiter.release(account, started: pass.number, failed: failed)
     }
 }

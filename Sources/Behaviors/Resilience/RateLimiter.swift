@@ -72,7 +72,7 @@ public final class RateLimiter: Sendable {
     let clock: any Clock<Duration>
     let now: @Sendable () -> Date
     let maxWaitNanoseconds: Int64
-    let accounts = Locked<[Origin: Account]>([:])
+    let accounts = Locked<OriginRecords<Account>>(OriginRecords())
 
     /// Creates a limiter.
     /// - Parameters:
@@ -123,35 +123,42 @@ public final class RateLimiter: Sendable {
     /// - Returns: How long the attempt must wait before it is sent (zero: at once).
     /// - Throws: ``NetworkError/rateLimited`` when the turn is further away than it may wait.
     package func take(_ origin: Origin, within: Duration?) throws(NetworkError) -> Duration {
+        try take(origin, within: { within }).wait
+    }
+
+    /// Takes a turn for one attempt to `origin`, as ``take(_:within:)``, and returns the account
+    /// to ``finish(_:status:headers:)`` it in. `within` is asked only when the turn is not now.
+    package func take(_ origin: Origin, within: () -> Duration?) throws(NetworkError) -> (wait: Duration, account: Account) {
         let now = elapsed.nanoseconds()
-        let limit = within.map { min(maxWaitNanoseconds, $0.nanoseconds) } ?? maxWaitNanoseconds
-        let decision: Turn = accounts.withLock { accounts in
+        let (decision, account): (Turn, Account) = accounts.withLock { accounts in
             let account: Account
-            if let found = accounts[origin] {
+            if let found = accounts.find(origin) {
                 account = found
             } else {
                 if accounts.count >= maxOrigins { evict(&accounts) }
-                account = Account()
+                account = Account(origin)
                 accounts[origin] = account
             }
-            return account.take(at: now, longest: limit, quota: quota)
+            // The attempt's own deadline is read only when its turn is not now (it costs a lock).
+            let longest = { within().map { min(self.maxWaitNanoseconds, $0.nanoseconds) } ?? self.maxWaitNanoseconds }
+            return (account.take(at: now, longest: longest, quota: quota), account)
         }
         switch decision {
         case .refuse(let wait):
             throw NetworkError.rateLimited(origin: origin.description, retryAfter: .nanoseconds(wait))
         case .send(let at):
-            return at > now ? .nanoseconds(at - now) : .zero
+            return (at > now ? .nanoseconds(at - now) : .zero, account)
         }
     }
 
     /// Sleeps until a turn ``take(_:within:)`` gave; cancelled, the attempt is no longer in flight.
-    package func wait(_ wait: Duration, origin: Origin) async throws {
+    package func wait(_ wait: Duration, account: Account) async throws {
         do {
             try await Self.sleep(for: wait, on: clock)
         } catch {
             // Cancelled while waiting: its turn stays taken (the quota errs on the side of
             // sending less); it is no longer in flight.
-            finish(origin, status: nil, headers: nil)
+            finish(account, status: nil, headers: nil)
             throw error
         }
     }
@@ -162,22 +169,31 @@ public final class RateLimiter: Sendable {
     ///   - status: The answer's status, or `nil` when the attempt ended without one.
     ///   - headers: The answer's header fields.
     package func finish(_ origin: Origin, status: Int?, headers: HTTPHeaders?) {
+        guard let account = accounts.withLock({ $0[origin] }) else { return }
+        finish(account, status: status, headers: headers)
+    }
+
+    /// Ends an attempt in the account ``take(_:within:)`` returned, as ``finish(_:status:headers:)``.
+    package func finish(_ account: Account, status: Int?, headers: HTTPHeaders?) {
         var announced: AnnouncedRateLimit?
         if honorsAnnouncedLimits, let status, let headers, !headers.isEmpty {
             announced = AnnouncedRateLimit.parse(status: status, headers: headers, now: self.now())
         }
+        guard let announced else {
+            accounts.withLock { _ in account.inFlight = max(0, account.inFlight - 1) }
+            return
+        }
         let now = elapsed.nanoseconds()
-        accounts.withLock { accounts in
-            guard let account = accounts[origin] else { return }
+        accounts.withLock { _ in
             account.inFlight = max(0, account.inFlight - 1)
-            if let announced { account.learn(announced, at: now) }
+            account.learn(announced, at: now)
         }
     }
 
     /// Makes room for one origin: the one used longest ago with nothing in flight goes.
-    private func evict(_ accounts: inout [Origin: Account]) {
-        let idle = accounts.filter { $0.value.inFlight == 0 }.min { $0.value.lastUsed < $1.value.lastUsed }
-        if let origin = idle?.key ?? accounts.keys.first { accounts[origin] = nil }
+    private func evict(_ accounts: inout OriginRecords<Account>) {
+        let idle = accounts.all.filter { $0.value.inFlight == 0 }.min { $0.value.lastUsed < $1.value.lastUsed }
+        if let origin = idle?.key ?? accounts.all.keys.first { accounts[origin] = nil }
     }
 
     private static func sleep(for wait: Duration, on clock: any Clock<Duration>) async throws {
@@ -197,8 +213,10 @@ public final class RateLimiter: Sendable {
     }
 
     /// One origin's counts. Its fields are read and written only under the limiter's lock.
-    final class Account: @unchecked Sendable {
+    package final class Account: @unchecked Sendable {
         // @unchecked: every field is only touched under the owning limiter's `accounts` lock.
+        /// The origin this account is for.
+        let origin: Origin
         /// The times of the last sends against the quota (up to its `requests`), oldest at
         /// `oldest` once full; never decreasing, since each is at least the one before.
         var sends: [Int64] = []
@@ -212,7 +230,14 @@ public final class RateLimiter: Sendable {
         var lastUsed: Int64 = 0
 
         /// The time an attempt may be sent at: the later of the quota's and the announcement's.
+        init(_ origin: Origin) { self.origin = origin }
+
         func take(at now: Int64, longest: Int64, quota: Quota?) -> Turn {
+            take(at: now, longest: { longest }, quota: quota)
+        }
+
+        /// Takes a turn at `now`; `longest` (how far the turn may be) is asked only when it is not now.
+        func take(at now: Int64, longest: () -> Int64, quota: Quota?) -> Turn {
             lastUsed = max(lastUsed, now)
             var at = now
             if let quota, sends.count >= quota.requests {
@@ -234,7 +259,7 @@ public final class RateLimiter: Sendable {
                     waitsForReset = true
                 }
             }
-            if at - now > longest {
+            if at > now, at - now > longest() {
                 if !waitsForReset, var announced, now < announced.resetAt {
                     announced.remaining += 1  // give back the turn taken above
                     self.announced = announced
@@ -280,7 +305,7 @@ public final class RateLimiter: Sendable {
 ///     RateLimitBehavior(RateLimiter(quota: .init(100, per: .seconds(60))))
 /// }
 /// ```
-public struct RateLimitBehavior: AttemptIntercepting {
+public struct RateLimitBehavior: AttemptIntercepting, AttemptGating {
     /// The name used in errors and logs and by `.named(_:)` exclusions.
     public let name: String
     /// The quotas this behavior holds attempts to.
@@ -297,23 +322,45 @@ public struct RateLimitBehavior: AttemptIntercepting {
 
     /// Waits for the attempt's turn (or fails it at once), sends it, and reads the quota its
     /// answer announces.
+    /// The engine runs this behavior at the transport's door (a gate), next to the transport.
+    public static var _declaredHooks: UInt16 { HookBits.gates | HookBits.intercept }
+
+    /// Waits for the attempt's turn (or fails it at once when the turn is too far), sends it, and
+    /// learns what the origin announces. (The engine does the same without calling this: a
+    /// client's chain admits and counts each exchange at the transport's door.)
     public func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
         -> HTTPResponse
     {
-        guard let origin = context.requestOrigin else { return try await next(request) }
-        let wait = try limiter.take(origin, within: context.attemptTimeRemaining)
-        if wait > .zero {
-            try await limiter.wait(wait, origin: origin)
-            context.notePaced(wait)
-        }
+        try await exchange(request, context: context, next: next)
+    }
+
+    package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
+        guard let origin = context.requestOrigin else { return .uncounted }
+        let (wait, account) = try limiter.take(origin, within: { context.attemptTimeRemaining })
+        guard wait > .zero else { return GatePass(record: account) }
+        return GatePass(record: account, number: wait.nanoseconds, waits: true)
+    }
+
+    package func waitForTurn(_ pass: GatePass, context: RequestContext) async throws(NetworkError) -> GatePass {
+        guard let account = pass.record as? RateLimiter.Account else { return pass }
+        let wait = Duration.nanoseconds(pass.number)
         do {
-            let response = try await next(request)
-            limiter.finish(origin, status: response.status, headers: response.headers)
-            return response
+            try await limiter.wait(wait, account: account)
         } catch {
-            let head = error.responseHead
-            limiter.finish(origin, status: head?.status, headers: head?.headers)
-            throw error
+            throw NetworkError(transportError: error)
         }
+        context.notePaced(wait)
+        return GatePass(record: account)
+    }
+
+    package func release(_ pass: GatePass, answered response: HTTPResponse, context: RequestContext) {
+        guard let account = pass.record as? RateLimiter.Account else { return }
+        limiter.finish(account, status: response.status, headers: response.headers)
+    }
+
+    package func release(_ pass: GatePass, failed failure: NetworkError, context: RequestContext) {
+        guard let account = pass.record as? RateLimiter.Account else { return }
+        let head = failure.responseHead
+        limiter.finish(account, status: head?.status, headers: head?.headers)
     }
 }

@@ -31,7 +31,12 @@ public struct RetryPolicy: Sendable {
     /// below it (``Jitter/none``: exactly the server's wait).
     public var jitter: Jitter
     /// Statuses worth retrying: 408, 429, 500, 502, 503, 504 by default.
-    public var retryableStatuses: Set<Int>
+    public var retryableStatuses: Set<Int> {
+        didSet { lowestRetryableStatus = retryableStatuses.min() ?? .max }
+    }
+    /// The lowest of ``retryableStatuses``: a status below it (every success, with the default
+    /// set) is judged without hashing it, on every answer a gate counts.
+    private var lowestRetryableStatus: Int
     /// Methods retried without further proof of idempotency: GET, HEAD, PUT, DELETE, OPTIONS, TRACE.
     /// A request that carries an idempotency key (see ``IdempotencyKeyBehavior``) is retried
     /// whatever its method.
@@ -65,6 +70,7 @@ public struct RetryPolicy: Sendable {
         self.maxDelay = max(.zero, maxDelay)
         self.jitter = jitter
         self.retryableStatuses = retryableStatuses
+        self.lowestRetryableStatus = retryableStatuses.min() ?? .max
         self.retryableMethods = retryableMethods
         self.honorsRetryAfter = honorsRetryAfter
         self.maxRetryAfter = max(.zero, maxRetryAfter)
@@ -93,7 +99,8 @@ public struct RetryPolicy: Sendable {
     package func isUpstreamFailure(_ failure: NetworkError?, status: Int?) -> Bool {
         switch failure {
         case .timedOut?, .connectionFailed?: true
-        case nil, .unauthorized?, .notFound?, .unacceptableStatus?: status.map { retryableStatuses.contains($0) } ?? false
+        case nil, .unauthorized?, .notFound?, .unacceptableStatus?:
+            status.map { $0 >= lowestRetryableStatus && retryableStatuses.contains($0) } ?? false
         default: false
         }
     }
