@@ -21,6 +21,9 @@ package struct HedgeReport: Sendable, Equatable {
     package var won = false
     /// Whether the retry budget refused a hedge.
     package var refused = false
+    /// How many attempts were cancelled because another one answered first, or because the
+    /// request ended while they were in flight.
+    package var cancelled = 0
 }
 
 extension RequestContext {
@@ -36,6 +39,7 @@ extension RequestContext {
             merged.sent += report.sent
             merged.won = merged.won || report.won
             merged.refused = merged.refused || report.refused
+            merged.cancelled += report.cancelled
             total = merged
         }
     }
@@ -209,16 +213,26 @@ extension RequestRunner {
                 if case .received = exchange {
                     hedger.recordLatency(latency, origin: origin)
                     if number != start { report.won = true }
+                    report.cancelled = inFlight  // the losers, cancelled as the race ends
                     return finish(exchange, view: view, number: number)
                 }
                 lastFailure = (exchange, view, number)
                 // A failure waits for the attempts still in flight; once none is, the retry
                 // decision takes it, as after a lone attempt.
-                if inFlight == 0 || context.isCancelled { return finish(exchange, view: view, number: number) }
+                if inFlight == 0 || context.isCancelled {
+                    report.cancelled = inFlight
+                    return finish(exchange, view: view, number: number)
+                }
             }
         }
-        // The caller's task was cancelled, or `cancel()` interrupted the race.
-        if let lastFailure { _ = finish(lastFailure.exchange, view: lastFailure.view, number: lastFailure.number) }
+        // The caller's task was cancelled, or `cancel()` interrupted the race: every attempt in
+        // flight is cancelled as it ends.
+        report.cancelled = inFlight
+        if let lastFailure {
+            _ = finish(lastFailure.exchange, view: lastFailure.view, number: lastFailure.number)
+        } else if report != HedgeReport() {
+            context.noteHedges(report)
+        }
         return .failed(.cancelled, nil)
     }
 
@@ -261,6 +275,9 @@ public struct ResilienceReport: Sendable, Hashable {
     public let hedgeWon: Bool
     /// Whether the retry budget refused a hedge.
     public let hedgeRefused: Bool
+    /// How many attempts of a hedged request were cancelled because another answered first, or
+    /// because the request ended while they were in flight.
+    public let hedgesCancelled: Int
 }
 
 extension RequestContext {
@@ -270,6 +287,6 @@ extension RequestContext {
         let hedges = hedgeReport ?? HedgeReport()
         return ResilienceReport(
             retryRefused: retryRefusal != nil, pacedFor: pacedFor ?? .zero, hedgesSent: hedges.sent,
-            hedgeWon: hedges.won, hedgeRefused: hedges.refused)
+            hedgeWon: hedges.won, hedgeRefused: hedges.refused, hedgesCancelled: hedges.cancelled)
     }
 }

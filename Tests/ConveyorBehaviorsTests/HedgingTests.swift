@@ -325,9 +325,11 @@ import Testing
             if refuse {
                 #expect(outcome["conveyor.hedge.refused"] == "budget")
                 #expect(outcome["conveyor.hedge.sent"] == "0" && outcome["conveyor.hedge.won"] == nil)
+                #expect(outcome["conveyor.hedge.cancelled"] == nil)  // no attempt but the one that answered
                 #expect(outcome["conveyor.attempt"] == "1")
             } else {
                 #expect(outcome["conveyor.hedge.sent"] == "1" && outcome["conveyor.hedge.won"] == "true")
+                #expect(outcome["conveyor.hedge.cancelled"] == "1")  // the slow first attempt
                 #expect(outcome["conveyor.hedge.refused"] == nil)
                 #expect(outcome["conveyor.attempt"] == "2")
             }

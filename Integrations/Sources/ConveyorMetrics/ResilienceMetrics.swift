@@ -20,7 +20,7 @@ public import CoreMetrics
 /// | `conveyor.concurrency.limit` | gauge: the origin's limit | `server.address`, `server.port` |
 ///
 /// What the mechanisms decided for each request (a retry the budget refused, the time the rate
-/// limiter held it, the hedges sent, won and refused) is recorded by ``ResilienceMetricsBehavior``,
+/// limiter held it, the hedges sent, won, refused and cancelled) is recorded by ``ResilienceMetricsBehavior``,
 /// from the request's `RequestContext.resilienceReport`:
 ///
 /// | metric | type | recorded when |
@@ -30,6 +30,7 @@ public import CoreMetrics
 /// | `conveyor.hedge.sent` | counter | `HedgingBehavior` sent hedges (by how many) |
 /// | `conveyor.hedge.won` | counter | a hedge gave the answer the request kept |
 /// | `conveyor.hedge.refused` | counter | the budget refused a hedge |
+/// | `conveyor.hedge.cancelled` | counter | attempts of a hedged request cancelled in flight (by how many) |
 ///
 /// The dimensions are the servers' only, as ``SwiftMetricsSink``'s: the series stay bounded by the
 /// origins a client talks to. A request a mechanism refused is one of ``SwiftMetricsSink``'s
@@ -79,7 +80,10 @@ public struct ResilienceMetrics: Sendable {
     ///   - report: The request's `RequestContext.resilienceReport`.
     ///   - origin: The origin the request went to.
     public func requestEnded(_ report: ResilienceReport, origin: Origin?) {
-        guard report.retryRefused || report.pacedFor > .zero || report.hedgesSent > 0 || report.hedgeRefused else {
+        guard
+            report.retryRefused || report.pacedFor > .zero || report.hedgesSent > 0 || report.hedgeRefused
+                || report.hedgesCancelled > 0
+        else {
             return
         }
         let server = origin.map(Self.dimensions(of:)) ?? []
@@ -100,6 +104,10 @@ public struct ResilienceMetrics: Sendable {
         }
         if report.hedgeRefused {
             Counter(label: "conveyor.hedge.refused", dimensions: server, factory: factory).increment()
+        }
+        if report.hedgesCancelled > 0 {
+            Counter(label: "conveyor.hedge.cancelled", dimensions: server, factory: factory)
+                .increment(by: report.hedgesCancelled)
         }
     }
 

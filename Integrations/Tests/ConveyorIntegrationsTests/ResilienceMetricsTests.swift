@@ -89,7 +89,7 @@ import Testing
         #expect(try metrics.expectTimer("conveyor.ratelimit.waited", server).values == [10_000_000_000])
     }
 
-    /// A hedge that wins is counted as sent and as won.
+    /// A hedge that wins is counted as sent and as won, and the slow first attempt as cancelled.
     @Test func hedgesAreCounted() async throws {
         let metrics = TestMetrics()
         let clock = ManualClock()
@@ -107,6 +107,7 @@ import Testing
         try await task.value
         #expect(try metrics.expectCounter("conveyor.hedge.sent", server).totalValue == 1)
         #expect(try metrics.expectCounter("conveyor.hedge.won", server).totalValue == 1)
+        #expect(try metrics.expectCounter("conveyor.hedge.cancelled", server).totalValue == 1)
         #expect(throws: (any Error).self) { try metrics.expectCounter("conveyor.hedge.refused", server) }
     }
 }

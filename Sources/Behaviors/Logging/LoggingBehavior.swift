@@ -153,6 +153,7 @@ public struct LoggingBehavior: RequestModifying, SuccessObserving, FailureObserv
             metadata["conveyor.hedge.sent"] = String(hedges.sent)
             if hedges.won { metadata["conveyor.hedge.won"] = "true" }
             if hedges.refused { metadata["conveyor.hedge.refused"] = "budget" }
+            if hedges.cancelled > 0 { metadata["conveyor.hedge.cancelled"] = String(hedges.cancelled) }
         }
         return metadata
     }
