@@ -746,7 +746,8 @@ final class Tally: @unchecked Sendable {
 /// Two charts over the run, the brownout shaded: the upstream's longest queue each second (log
 /// scale), and the answers that reached their client within the patience each second.
 func brownoutSVG(
-    _ results: [BrownoutResult], brownout: Range<Duration>, length: Duration, patience: Duration, capacity: Int
+    _ results: [BrownoutResult], brownout: Range<Duration>, length: Duration, patience: Duration, capacity: Int,
+    queueBound: Int
 ) -> String {
     let width = 720.0
     let panel = 220.0
@@ -774,6 +775,8 @@ func brownoutSVG(
         <line x1="\(left)" y1="\(bottom)" x2="\(width - 10)" y2="\(bottom)" stroke="#333"/>
         <line x1="\(left)" y1="\(10 + panel + gap)" x2="\(left)" y2="\(bottom)" stroke="#333"/>
         <text x="\(left + 4)" y="\(yQueue(0) + 16)">the upstream's longest queue each second (log scale)</text>
+        <line x1="\(shadeX)" y1="\(yQueue(queueBound))" x2="\(shadeX + shadeWidth)" y2="\(yQueue(queueBound))" stroke="#999" stroke-dasharray="4 3"/>
+        <text x="\(shadeX + shadeWidth + 4)" y="\(yQueue(queueBound) + 4)">target: \(queueBound)</text>
         <text x="\(left)" y="\(bottom + 16)">0 s</text>
         <text x="\(x(seconds) - 30)" y="\(bottom + 16)">\(Int(seconds)) s</text>
         <text x="\(left + 4)" y="\(bottom + 32)">answers per second that reached their client within \(Int(patience.seconds)) s (goodput), 500 asked for a second</text>
@@ -1036,8 +1039,10 @@ if let svgDirectory {
     try tailSVG(tailResults).write(to: tailPath, atomically: true, encoding: .utf8)
     print("wrote \(tailPath.path)")
     let brownoutPath = URL(fileURLWithPath: svgDirectory).appendingPathComponent("overload-brownout.svg")
-    try brownoutSVG(brownoutResults, brownout: brownout, length: brownoutLength, patience: patience, capacity: brownoutCapacity)
-        .write(to: brownoutPath, atomically: true, encoding: .utf8)
+    try brownoutSVG(
+        brownoutResults, brownout: brownout, length: brownoutLength, patience: patience, capacity: brownoutCapacity,
+        queueBound: queueBound
+    ).write(to: brownoutPath, atomically: true, encoding: .utf8)
     print("wrote \(brownoutPath.path)")
 }
 // After the charts, so a run that misses a target still draws what it did.
