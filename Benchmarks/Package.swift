@@ -9,7 +9,7 @@
 //   swift run --package-path Benchmarks -c release concurrency-bench      (1/8/64 requests in flight, in memory)
 //   swift run --package-path Benchmarks -c release hostile-bench          (parsers at 1/16/64 KB of hostile input)
 //   swift run --package-path Benchmarks -c release events-bench           (event-stream parsing vs mattt/EventSource; loopback events/s)
-//   swift run --package-path Benchmarks -c release overload-sim           (an outage: attempts per request and recovery, with and without the budget and breaker)
+//   swift run --package-path Benchmarks -c release overload-sim           (an outage, a quota, a slow tail and a brownout, with and without each mechanism)
 import PackageDescription
 
 let package = Package(

@@ -120,19 +120,25 @@ import Testing
         let mock = MockTransport()
         mock.stub(nil, "/v1/x", reply: .status(503))
         let client = client(mock, limiter)
-        for _ in 0..<5 { _ = await send(client) }
-        #expect(limiter.snapshot(for: Self.origin).limit == 5)  // 10 × 0.9⁵ = 5.9
+        _ = await send(client)
+        // One at a time: the limit falls from twice that use (2 × 0.9), and never below minLimit.
+        #expect(limiter.snapshot(for: Self.origin).limit == 2)
         for _ in 0..<50 { _ = await send(client) }
-        #expect(limiter.snapshot(for: Self.origin).limit == 2)  // never below minLimit
+        #expect(limiter.snapshot(for: Self.origin).limit == 2)
         // 4xx the caller caused never lower it.
         mock.reset()
         mock.stub(nil, "/v1/x", reply: .status(404))
         for _ in 0..<20 { _ = await send(client) }
         #expect(limiter.snapshot(for: Self.origin).limit >= 2)
 
+        let options = ConcurrencyLimiter.Options(minLimit: 1, maxLimit: 12)
+        // At full use each failure takes a tenth off: 10 × 0.9⁵ = 5.9.
+        let failing = ConcurrencyLimiter.Account(Self.origin, limit: 10)
+        failing.inFlight = 10
+        for _ in 0..<5 { failing.adjust(latency: 1_000, failed: true, at: 0, options: options) }
+        #expect(Int(failing.limit) == 5)
         // One at a time is at least half of a limit of 2: each answer raises it by 1 / limit.
         let account = ConcurrencyLimiter.Account(Self.origin, limit: 2)
-        let options = ConcurrencyLimiter.Options(minLimit: 1, maxLimit: 12)
         account.inFlight = 1
         account.adjust(latency: 1_000, failed: false, at: 0, options: options)
         #expect(account.limit == 2.5)
@@ -144,7 +150,8 @@ import Testing
     }
 
     @Test func anAnswerSlowerThanTwiceTheFloorLowersTheLimit() {
-        let options = ConcurrencyLimiter.Options(initialLimit: 10, maxLimit: 100)
+        var options = ConcurrencyLimiter.Options(initialLimit: 10, maxLimit: 100)
+        options.floorMemory = .seconds(20)  // windows of 10 s
         let account = ConcurrencyLimiter.Account(Self.origin, limit: 10)
         account.inFlight = 10
         account.adjust(latency: 100_000_000, failed: false, at: 0, options: options)  // 100 ms: the floor
@@ -159,6 +166,49 @@ import Testing
         let settled = account.limit
         account.adjust(latency: 300_000_000, failed: false, at: 25_000_000_001, options: options)
         #expect(account.limit > settled)
+        // With the default memory (2 minutes) the floor of 100 ms still holds 25 s later, and 70 s
+        // later: a 300 ms answer is slow. Past 2 minutes it is forgotten.
+        let remembering = ConcurrencyLimiter.Account(Self.origin, limit: 10)
+        let defaults = ConcurrencyLimiter.Options(initialLimit: 10, maxLimit: 100)
+        remembering.inFlight = 10
+        remembering.adjust(latency: 100_000_000, failed: false, at: 0, options: defaults)
+        for at: Int64 in [25_000_000_000, 70_000_000_000] {
+            let before = remembering.limit
+            remembering.adjust(latency: 300_000_000, failed: false, at: at, options: defaults)
+            #expect(remembering.limit < before)
+        }
+        remembering.adjust(latency: 300_000_000, failed: false, at: 125_000_000_000, options: defaults)
+        let relearned = remembering.limit
+        remembering.adjust(latency: 300_000_000, failed: false, at: 125_000_000_001, options: defaults)
+        #expect(remembering.limit > relearned)
+    }
+
+    /// A limit far above what is in flight was never proved: an origin that slows down or fails
+    /// while a client uses 1 place of 20 gets the limit lowered from twice the use, not from 20
+    /// (the brownout of `overload-sim`: 50 clients at 20 each let the upstream's queue reach 320).
+    @Test func aLimitAboveItsUseIsLoweredFromTwiceTheUse() {
+        var options = ConcurrencyLimiter.Options(initialLimit: 20, maxLimit: 100)
+        options.floorMemory = .seconds(20)  // windows of 10 s
+        let account = ConcurrencyLimiter.Account(Self.origin, limit: 20)
+        account.inFlight = 1
+        for index in 0..<10 {  // one at a time, 10 ms each: below half the limit, so it stays at 20
+            account.adjust(latency: 10_000_000, failed: false, at: Int64(index) * 100_000_000, options: options)
+        }
+        #expect(account.limit == 20)
+        account.adjust(latency: 40_000_000, failed: false, at: 1_000_000_000, options: options)  // slower than 2×
+        #expect(account.limit == 1.8)  // twice the most in flight (1) × 0.9, not 20 × 0.9
+        // The use of the window before counts too: 8 in flight then, one now.
+        let busy = ConcurrencyLimiter.Account(Self.origin, limit: 20)
+        busy.inFlight = 8
+        busy.adjust(latency: 10_000_000, failed: false, at: 9_000_000_000, options: options)
+        busy.inFlight = 1
+        busy.adjust(latency: 10_000_000, failed: true, at: 11_000_000_000, options: options)
+        #expect(busy.limit == 16 * 0.9)
+        // A limit in use falls from itself, as before.
+        let full = ConcurrencyLimiter.Account(Self.origin, limit: 10)
+        full.inFlight = 10
+        full.adjust(latency: 10_000_000, failed: true, at: 0, options: options)
+        #expect(full.limit == 9)
     }
 
     /// Generated runs of answers (fast, slow, failed, at any use): the limit stays within its
@@ -168,17 +218,24 @@ import Testing
         for _ in 0..<40 {
             let minLimit = Int(random.next() % 5) + 1
             let maxLimit = minLimit + Int(random.next() % 50)
-            let options = ConcurrencyLimiter.Options(initialLimit: maxLimit, minLimit: minLimit, maxLimit: maxLimit)
+            var options = ConcurrencyLimiter.Options(initialLimit: maxLimit, minLimit: minLimit, maxLimit: maxLimit)
+            options.floorMemory = .seconds(20)  // windows of 10 s, as the model's
             let account = ConcurrencyLimiter.Account(Self.origin, limit: Double(options.initialLimit))
             var now: Int64 = 0
+            // The most in flight in this 10 s window and the one before, kept apart from the account.
+            var peak: (window: Int64, current: Int, previous: Int) = (-1, 0, 0)
             for _ in 0..<500 {
                 now += Int64(random.next() % 2_000_000_000)
                 account.inFlight = Int(random.next() % UInt64(maxLimit + 1))
+                let window = now / 10_000_000_000
+                if window != peak.window { peak = (window, 0, window == peak.window + 1 ? peak.current : 0) }
+                peak.current = max(peak.current, account.inFlight)
                 let failed = random.next() % 4 == 0
                 let before = account.limit
                 account.adjust(latency: Int64(random.next() % 500_000_000) + 1, failed: failed, at: now, options: options)
                 #expect(account.limit >= Double(minLimit) && account.limit <= Double(maxLimit))
-                if failed { #expect(account.limit == max(Double(minLimit), before * 0.9)) }
+                let used = Double(2 * max(peak.current, peak.previous))
+                if failed { #expect(account.limit == max(Double(minLimit), min(before, used) * 0.9)) }
             }
         }
     }

@@ -1,6 +1,6 @@
 // The overload simulation (Docs/Resilience.md): real NetworkClients, real RetryBehavior, retry
-// budget and CircuitBreakerBehavior, against an in-memory upstream, on a virtual clock that one
-// driver steps event by event, so every run of a seed prints the same table.
+// budget, CircuitBreakerBehavior and ConcurrencyLimitBehavior, against an in-memory upstream, on a
+// virtual clock that one driver steps event by event, so every run of a seed prints the same table.
 //
 //   swift run --package-path Benchmarks -c release overload-sim [--svg DIR]
 //
@@ -566,6 +566,247 @@ func tailSVG(_ results: [TailResult]) -> String {
     return out + "</svg>\n"
 }
 
+// MARK: Brownout
+
+/// An upstream of `workers` workers and a FIFO queue it does not bound: each request takes
+/// `service`, or `service / 0.3` when it starts during `brownout` (its capacity drops to 30 %).
+/// A request whose client has stopped waiting for it is served all the same (a server cannot
+/// tell), which is what an unbounded queue wastes. Requests are taken in the order they arrive,
+/// each by the worker free first, so a request's start is known when it arrives.
+final class BrownoutUpstream: HTTPTransport, @unchecked Sendable {
+    // @unchecked: `free`, `arrivals` and `starts` are only touched under `lock`.
+    let simulator: Simulator
+    let brownout: Range<Duration>
+    let service: Duration
+    let slowService: Duration
+    private let lock = NSLock()
+    /// When each worker is free next.
+    private var free: [Duration]
+    private var arrivals: [Duration] = []
+    private var starts: [Duration] = []
+
+    init(simulator: Simulator, workers: Int, service: Duration, brownout: Range<Duration>) {
+        self.simulator = simulator
+        self.brownout = brownout
+        self.service = service
+        // 30 % of the capacity: each request takes 10/3 as long (33.333333 ms for 10 ms).
+        self.slowService = service * 10 / 3
+        self.free = [Duration](repeating: .zero, count: workers)
+    }
+
+    /// When each attempt arrived and when a worker started it.
+    var log: (arrivals: [Duration], starts: [Duration]) { lock.withLock { (arrivals, starts) } }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let arrived = simulator.now
+        let done: Duration = lock.withLock {
+            // The worker free first (the lowest index among equals): first come, first served.
+            let worker = free.indices.min { free[$0] < free[$1] } ?? 0
+            let start = max(arrived, free[worker])
+            free[worker] = start + (brownout.contains(start) ? slowService : service)
+            arrivals.append(arrived)
+            starts.append(start)
+            return free[worker]
+        }
+        await simulator.park(until: done)
+        return HTTPResponse(status: 200, request: request)
+    }
+}
+
+/// The upstream's queue (requests arrived and not yet started) over a run.
+struct UpstreamQueue {
+    let arrivals: [Duration]
+    let starts: [Duration]
+
+    init(_ log: (arrivals: [Duration], starts: [Duration])) {
+        arrivals = log.arrivals.sorted()
+        starts = log.starts.sorted()
+    }
+
+    /// Requests waiting for a worker at `instant` (those arriving then included).
+    func length(at instant: Duration) -> Int { Self.count(arrivals, atOrBefore: instant) - Self.count(starts, atOrBefore: instant) }
+
+    /// The longest the queue was in `range`: it only grows when a request arrives.
+    func longest(in range: Range<Duration>) -> Int {
+        let first = Self.count(arrivals, atOrBefore: range.lowerBound - .nanoseconds(1))
+        let last = Self.count(arrivals, atOrBefore: range.upperBound - .nanoseconds(1))
+        return arrivals[first..<last].reduce(length(at: range.lowerBound)) { max($0, length(at: $1)) }
+    }
+
+    /// How many of `sorted` are at or before `instant` (a binary search).
+    private static func count(_ sorted: [Duration], atOrBefore instant: Duration) -> Int {
+        var (low, high) = (0, sorted.count)
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle] <= instant { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}
+
+/// The brownout's figures for one setup.
+struct BrownoutResult {
+    let name: String
+    let outcomes: [Outcome]
+    let queue: UpstreamQueue
+    /// Requests that failed with anything but the limiter's `rateLimited` (none expected: the
+    /// upstream never fails, and no attempt has a timeout).
+    let unexpectedFailures: Int
+
+    /// Requests that arrived in `range`.
+    func requests(in range: Range<Duration>) -> [Outcome] { outcomes.filter { range.contains($0.arrival) } }
+
+    /// Answers that reached their client in `range` within `patience` of its asking.
+    func goodput(in range: Range<Duration>, patience: Duration) -> Int {
+        outcomes.count(where: { $0.succeeded && range.contains($0.end) && $0.end - $0.arrival <= patience })
+    }
+
+    /// The latencies of the requests that arrived in `range` and succeeded, sorted.
+    func latencies(in range: Range<Duration>) -> [Duration] {
+        requests(in: range).filter(\.succeeded).map { $0.end - $0.arrival }.sorted()
+    }
+}
+
+/// A setup of the brownout: the limiter's options, or `nil` for `RetryBehavior` alone.
+struct BrownoutSetup {
+    let name: String
+    let limiter: ConcurrencyLimiter.Options?
+}
+
+/// Per second: the upstream's longest queue, and the answers that reached their client within
+/// `patience`.
+func brownoutPerSecond(_ result: BrownoutResult, length: Duration, patience: Duration) -> (queue: [Int], goodput: [Int]) {
+    let seconds = Int(length.seconds.rounded(.up))
+    var goodput = [Int](repeating: 0, count: seconds)
+    for outcome in result.outcomes where outcome.succeeded && outcome.end - outcome.arrival <= patience {
+        if Int(outcome.end.seconds) < seconds { goodput[Int(outcome.end.seconds)] += 1 }
+    }
+    let queue = (0..<seconds).map { result.queue.longest(in: Duration.seconds($0)..<Duration.seconds($0 + 1)) }
+    return (queue, goodput)
+}
+
+/// 50 clients, 10 requests a second each, for `length`, each its own `NetworkClient` (its own
+/// limiter: separate processes), against the brownout upstream. No attempt has a timeout and
+/// the limiter queues nothing (`maxQueue: 0`): nothing is cancelled and no task is spawned, which
+/// the simulator needs (see the scenario's header at the call).
+func runBrownout(
+    _ setup: BrownoutSetup, brownout: Range<Duration>, length: Duration, workers: Int, service: Duration,
+    clients: Int = 50, rate: Int = 10, seed: UInt64
+) async -> BrownoutResult {
+    let simulator = Simulator()
+    let clock = SimClock(simulator: simulator)
+    let upstream = BrownoutUpstream(simulator: simulator, workers: workers, service: service, brownout: brownout)
+    var networkClients: [NetworkClient] = []
+    for index in 0..<clients {
+        // No retry budget in any setup (as the outage's baseline), so the limiter is the only
+        // difference; nothing here is retried anyway: the upstream never fails, and no
+        // `RetryBehavior` retries a limiter's `rateLimited`.
+        var configuration = NetworkClient.Configuration(clock: clock)
+        configuration.retryBudget = nil
+        let policy = RetryPolicy(
+            maxAttempts: 3, baseDelay: .seconds(1), jitter: .full(using: SplitMix(state: seed &+ UInt64(index))))
+        let limiter = setup.limiter.map { ConcurrencyLimiter(options: $0, clock: clock) }
+        networkClients.append(
+            NetworkClient(baseURL: URL(string: "http://upstream.sim")!, transport: upstream, configuration: configuration) {
+                RetryBehavior(policy)
+                if let limiter { ConcurrencyLimitBehavior(limiter) }
+            })
+    }
+    // Arrivals as the outage's: client i sends at i/(clients·rate) + k/rate seconds.
+    let gap = Duration.seconds(1) / rate
+    let offset = gap / clients
+    var arrivals: [(time: Duration, client: Int)] = []
+    for k in 0..<Int((length / gap).rounded(.down)) {
+        for client in 0..<clients { arrivals.append((gap * k + offset * client, client)) }
+    }
+    let request = Request<Void>(path: "/item")
+    let senders = arrivals.map { networkClients[$0.client] }
+    let unexpected = Tally()
+    let outcomes = await drive(simulator, arrivals: arrivals.map(\.time)) { index in
+        do {
+            try await senders[index].send(request)
+        } catch {
+            if (error as? NetworkError)?.name != "rateLimited" { unexpected.add() }
+            throw error
+        }
+    }
+    return BrownoutResult(
+        name: setup.name, outcomes: outcomes, queue: UpstreamQueue(upstream.log), unexpectedFailures: unexpected.count)
+}
+
+/// A count the tasks of a run add to.
+final class Tally: @unchecked Sendable {
+    // @unchecked: `value` is only touched under `lock`.
+    private let lock = NSLock()
+    private var value = 0
+    func add() { lock.withLock { value += 1 } }
+    var count: Int { lock.withLock { value } }
+}
+
+/// Two charts over the run, the brownout shaded: the upstream's longest queue each second (log
+/// scale), and the answers that reached their client within the patience each second.
+func brownoutSVG(
+    _ results: [BrownoutResult], brownout: Range<Duration>, length: Duration, patience: Duration, capacity: Int,
+    queueBound: Int
+) -> String {
+    let width = 720.0
+    let panel = 220.0
+    let left = 60.0
+    let gap = 50.0
+    let series = results.map { brownoutPerSecond($0, length: length, patience: patience) }
+    let seconds = Double(series.first?.queue.count ?? 1)
+    let topQueue = pow(10, (log10(Double(max(10, series.flatMap(\.queue).max() ?? 10)))).rounded(.up))
+    let topGoodput = Double(series.flatMap(\.goodput).max() ?? 1) * 1.1
+    func x(_ second: Double) -> Double { left + (width - left - 10) * second / seconds }
+    // The queue's panel from 10 to 10 + panel, the goodput's from 10 + panel + gap.
+    func yQueue(_ value: Int) -> Double { 10 + panel - panel * log10(Double(max(1, value))) / log10(topQueue) }
+    func yGoodput(_ value: Double) -> Double { 10 + 2 * panel + gap - panel * value / topGoodput }
+    let colors = ["#c0392b", "#2980b9", "#27ae60"]
+    let shadeX = x(brownout.lowerBound.seconds)
+    let shadeWidth = x(brownout.upperBound.seconds) - shadeX
+    let bottom = 10 + 2 * panel + gap
+    var out = """
+        <svg xmlns="http://www.w3.org/2000/svg" width="\(Int(width))" height="\(Int(bottom + 50 + Double(results.count) * 16))" font-family="sans-serif" font-size="12">
+        <rect x="\(shadeX)" y="10" width="\(shadeWidth)" height="\(panel)" fill="#eee"/>
+        <rect x="\(shadeX)" y="\(10 + panel + gap)" width="\(shadeWidth)" height="\(panel)" fill="#eee"/>
+        <text x="\(shadeX + 4)" y="24">brownout: the upstream at 30 % of its capacity</text>
+        <line x1="\(left)" y1="\(yQueue(0))" x2="\(width - 10)" y2="\(yQueue(0))" stroke="#333"/>
+        <line x1="\(left)" y1="10" x2="\(left)" y2="\(yQueue(0))" stroke="#333"/>
+        <line x1="\(left)" y1="\(bottom)" x2="\(width - 10)" y2="\(bottom)" stroke="#333"/>
+        <line x1="\(left)" y1="\(10 + panel + gap)" x2="\(left)" y2="\(bottom)" stroke="#333"/>
+        <text x="\(left + 4)" y="\(yQueue(0) + 16)">the upstream's longest queue each second (log scale)</text>
+        <line x1="\(shadeX)" y1="\(yQueue(queueBound))" x2="\(shadeX + shadeWidth)" y2="\(yQueue(queueBound))" stroke="#999" stroke-dasharray="4 3"/>
+        <text x="\(shadeX + shadeWidth + 4)" y="\(yQueue(queueBound) + 4)">target: \(queueBound)</text>
+        <text x="\(left)" y="\(bottom + 16)">0 s</text>
+        <text x="\(x(seconds) - 30)" y="\(bottom + 16)">\(Int(seconds)) s</text>
+        <text x="\(left + 4)" y="\(bottom + 32)">answers per second that reached their client within \(Int(patience.seconds)) s (goodput), 500 asked for a second</text>
+        <line x1="\(shadeX)" y1="\(yGoodput(Double(capacity)))" x2="\(shadeX + shadeWidth)" y2="\(yGoodput(Double(capacity)))" stroke="#999" stroke-dasharray="4 3"/>
+        <text x="\(shadeX + 4)" y="\(yGoodput(Double(capacity)) - 4)">the brownout's capacity: \(capacity) a second</text>
+        <text x="4" y="\(yGoodput(topGoodput / 1.1) + 4)">\(Int(topGoodput / 1.1))</text>
+        <text x="4" y="\(yGoodput(0) + 4)">0</text>
+
+        """
+    var mark = 1
+    while Double(mark) <= topQueue {
+        out += "<text x=\"4\" y=\"\(yQueue(mark) + 4)\">\(mark)</text>"
+        out += "<line x1=\"\(left)\" y1=\"\(yQueue(mark))\" x2=\"\(width - 10)\" y2=\"\(yQueue(mark))\" stroke=\"#ddd\"/>\n"
+        mark *= 10
+    }
+    for (index, values) in series.enumerated() {
+        let color = colors[index % colors.count]
+        let queue = values.queue.enumerated().map { "\(x(Double($0.offset) + 0.5)),\(yQueue($0.element))" }.joined(separator: " ")
+        let goodput = values.goodput.enumerated().map { "\(x(Double($0.offset) + 0.5)),\(yGoodput(Double($0.element)))" }
+            .joined(separator: " ")
+        // Dashed from the third on: a setup that does the same as another shows through it.
+        let dash = index >= 2 ? " stroke-dasharray=\"6 4\"" : ""
+        out += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\"\(dash) points=\"\(queue)\"/>\n"
+        out += "<polyline fill=\"none\" stroke=\"\(color)\" stroke-width=\"2\"\(dash) points=\"\(goodput)\"/>\n"
+        out += "<rect x=\"\(left + 4)\" y=\"\(bottom + 42 + Double(index) * 16)\" width=\"12\" height=\"4\" fill=\"\(color)\"/>"
+        out += "<text x=\"\(left + 22)\" y=\"\(bottom + 48 + Double(index) * 16)\">\(results[index].name.replacingOccurrences(of: "`", with: ""))</text>\n"
+    }
+    return out + "</svg>\n"
+}
+
 // MARK: Main
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -671,10 +912,130 @@ if let plain = tailResults.first, let hedged = tailResults.last {
     if extra > 0.1 { broken.append("hedging sent \(String(format: "%.1f", extra * 100)) % more attempts (10 % at most)") }
 }
 
-if !broken.isEmpty {
-    print("overload-sim: " + broken.joined(separator: "; "))
-    exit(1)
+// Brownout: the upstream's capacity drops to 30 % for a minute. The simulator runs one task at a
+// time and cannot see a task spawned or a parked task cancelled, so the scenario has neither: no
+// attempt has a timeout (a timeout runs the attempt beside a timer and cancels the loser), and
+// the limiter queues nothing (`maxQueue: 0`; its queue's wait races a sleep in a task group): an
+// attempt over the limit fails at once with `rateLimited`, which `RetryBehavior` does not retry
+// (a limiter's refusal is not the upstream's failure). The clients' patience is therefore
+// measured, not enforced: an answer counts as goodput when it reached its client within 1 s of
+// the request (a page, an API call: later is as good as never), and the baseline's clients wait
+// as long as the queue makes them, as a client without a timeout does.
+// The upstream: 10 workers taking 10 ms a request (1,000 a second), 33.3 ms from 30 s to 90 s (300
+// a second); 500 a second asked for: half its capacity before, 5/3 of it during.
+let brownout = Duration.seconds(30)..<Duration.seconds(90)
+let brownoutLength = Duration.seconds(120)
+let brownoutWorkers = 10
+let patience = Duration.seconds(1)
+let brownoutCapacity = 300  // a second, during the brownout
+// The options a user would pick for a client of an API it does not run: the defaults (start at
+// 20, ×0.9 on a failure or an answer slower than twice the fastest of the last 1 to 2 minutes,
+// never below 1, one more per round of answers at half use or more), except `maxQueue: 0`: a
+// request over the limit fails at once rather than waiting, which a client whose answers are
+// useless after 1 s would choose anyway, and which this simulator needs. The third setup is the
+// counterexample the guide gives: a floor remembered 20 s (the memory before this scenario
+// existed) is forgotten inside the brownout, and the floor learned then includes the queue.
+var shortMemory = ConcurrencyLimiter.Options(maxQueue: 0)
+shortMemory.floorMemory = .seconds(20)
+let brownoutSetups = [
+    BrownoutSetup(name: "RetryBehavior alone (before)", limiter: nil),
+    BrownoutSetup(name: "retry + `ConcurrencyLimitBehavior` (`maxQueue: 0`)", limiter: .init(maxQueue: 0)),
+    BrownoutSetup(name: "the same, `floorMemory` 20 s (the floor forgotten within the brownout)", limiter: shortMemory),
+]
+var brownoutResults: [BrownoutResult] = []
+for setup in brownoutSetups {
+    brownoutResults.append(
+        await runBrownout(
+            setup, brownout: brownout, length: brownoutLength, workers: brownoutWorkers, service: .milliseconds(10), seed: 31))
 }
+let brownoutFirst = brownout.lowerBound..<brownout.lowerBound + .seconds(10)
+let brownoutLast = brownout.upperBound - .seconds(10)..<brownout.upperBound
+/// The longest the upstream's queue may be with the limiter: 10 requests per worker, a third of a
+/// second of the brownout's work (a third of the patience).
+let queueBound = 10 * brownoutWorkers
+
+/// What the table shows of a brownout run.
+struct BrownoutFigures {
+    let requests: Int
+    let rejected: Int
+    /// The upstream's longest queue in the brownout, in its first 10 s, in its last 10 s, and its
+    /// queue as it ended.
+    let longest: Int
+    let first: Int
+    let last: Int
+    let atEnd: Int
+    /// Answers within the patience during the brownout, over the brownout's capacity.
+    let goodput: Double
+    let p99: Duration
+    let max: Duration
+
+    init(_ result: BrownoutResult) {
+        let arrived = result.requests(in: brownout)
+        let latencies = result.latencies(in: brownout)
+        requests = arrived.count
+        rejected = arrived.count(where: { !$0.succeeded })
+        longest = result.queue.longest(in: brownout)
+        first = result.queue.longest(in: brownoutFirst)
+        last = result.queue.longest(in: brownoutLast)
+        atEnd = result.queue.length(at: brownout.upperBound)
+        let seconds = Int((brownout.upperBound - brownout.lowerBound).seconds)
+        goodput = Double(result.goodput(in: brownout, patience: patience)) / Double(brownoutCapacity * seconds)
+        p99 = latencies.isEmpty ? .zero : latencies[Swift.max(0, Int((0.99 * Double(latencies.count)).rounded(.up)) - 1)]
+        max = latencies.last ?? .zero
+    }
+}
+print("")
+print("Brownout: 50 clients × 10 requests/s, each its own client and limiter; an upstream of 10 workers and an unbounded")
+print("FIFO queue, 10 ms a request (1,000/s), 33.3 ms from 30 s to 90 s (300/s: 30 %); no timeouts; virtual time")
+print("(queue: requests waiting for a worker, the longest in the brownout (in its first 10 s → its last 10 s), and at 90 s;")
+print("goodput: answers that reached their client within 1 s of asking, during the brownout, over 300/s × 60 s;")
+print("latency: of the requests that arrived in the brownout and were answered; rejected: refused by the client's limiter)")
+print("")
+print("| setup | requests in the brownout | rejected locally | queue: longest (first 10 s → last 10 s) | queue at 90 s | goodput | p99 | max |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
+for result in brownoutResults {
+    let figures = BrownoutFigures(result)
+    let rejected = String(format: "%.1f %%", 100 * Double(figures.rejected) / Double(max(1, figures.requests)))
+    print(
+        "| \(result.name) | \(figures.requests) | \(figures.rejected) (\(rejected)) | \(figures.longest) (\(figures.first) → \(figures.last))"
+            + " | \(figures.atEnd) | \(String(format: "%.1f %%", 100 * figures.goodput)) | \(milliseconds(figures.p99))"
+            + " | \(milliseconds(figures.max)) |")
+}
+// The issue's targets, for the limiter's setups: the queue bounded (never longer than `queueBound`,
+// and no longer in the brownout's last 10 s than in its first), goodput at least 90 % of the
+// capacity, and no answer later than the patience (there is no timeout to bound it). And the
+// brownout must have hurt without the limiter: its queue past the bound, or its goodput under 90 %.
+for result in brownoutResults {
+    let figures = BrownoutFigures(result)
+    if result.unexpectedFailures > 0 {
+        broken.append("brownout, \(result.name): \(result.unexpectedFailures) requests failed other than by the limiter")
+    }
+    guard result.name != brownoutSetups[0].name else {
+        if figures.longest <= queueBound && figures.goodput >= 0.9 {
+            broken.append("brownout without a limiter: the queue stayed short and goodput high: the brownout did not happen")
+        }
+        continue
+    }
+    guard result.name != brownoutSetups[2].name else {
+        // What the guide says of a floor forgotten within the brownout: the queue grows again.
+        if figures.last <= figures.first {
+            broken.append("brownout with a 20 s floor memory: the queue did not grow (\(figures.first) → \(figures.last)): the guide's counterexample did not happen")
+        }
+        continue
+    }
+    if figures.longest > queueBound || figures.last > figures.first {
+        broken.append(
+            "brownout, \(result.name): the queue reached \(figures.longest), \(figures.first) in the first 10 s → \(figures.last) in the last "
+                + "(at most \(queueBound), and not growing)")
+    }
+    if figures.goodput < 0.9 {
+        broken.append("brownout, \(result.name): goodput \(String(format: "%.1f", 100 * figures.goodput)) % of the capacity (90 % at least)")
+    }
+    if figures.max > patience {
+        broken.append("brownout, \(result.name): an answer took \(milliseconds(figures.max)) (\(milliseconds(patience)) at most)")
+    }
+}
+
 if let svgDirectory {
     let path = URL(fileURLWithPath: svgDirectory).appendingPathComponent("overload-outage.svg")
     try svg(results, incident: incident, length: length).write(to: path, atomically: true, encoding: .utf8)
@@ -686,4 +1047,15 @@ if let svgDirectory {
     let tailPath = URL(fileURLWithPath: svgDirectory).appendingPathComponent("overload-tail.svg")
     try tailSVG(tailResults).write(to: tailPath, atomically: true, encoding: .utf8)
     print("wrote \(tailPath.path)")
+    let brownoutPath = URL(fileURLWithPath: svgDirectory).appendingPathComponent("overload-brownout.svg")
+    try brownoutSVG(
+        brownoutResults, brownout: brownout, length: brownoutLength, patience: patience, capacity: brownoutCapacity,
+        queueBound: queueBound
+    ).write(to: brownoutPath, atomically: true, encoding: .utf8)
+    print("wrote \(brownoutPath.path)")
+}
+// After the charts, so a run that misses a target still draws what it did.
+if !broken.isEmpty {
+    print("overload-sim: " + broken.joined(separator: "; "))
+    exit(1)
 }

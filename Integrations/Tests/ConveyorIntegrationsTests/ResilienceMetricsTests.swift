@@ -50,7 +50,8 @@ import Testing
             ConcurrencyLimitBehavior(limiter)
         }
         _ = try? await client.send(Request<Void>(path: "/x"))
-        #expect(try metrics.expectGauge("conveyor.concurrency.limit", server).values == [9])
+        // One in flight: from twice that use, 2 × 0.9 = 1.8.
+        #expect(try metrics.expectGauge("conveyor.concurrency.limit", server).values == [1])
     }
 
     /// `ResilienceMetricsBehavior` records a retry the budget refused.

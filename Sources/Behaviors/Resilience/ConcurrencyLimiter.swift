@@ -9,8 +9,11 @@ public import ConveyorPipeline
 /// is in use (at least half of it in flight); an attempt that failed as the retry rule judges
 /// failures (a timeout, a failed connection, 408, 429, 5xx gateway statuses) or that took more
 /// than ``Options/latencyTolerance`` times the origin's fastest recent answer lowers it to
-/// ``Options/backoffRatio`` of itself. So a healthy origin gets more in flight, and a slowing or
-/// failing one gets fewer before its queue grows.
+/// ``Options/backoffRatio`` of itself, or of twice the most attempts in flight at once over the
+/// last 1 to 2 minutes (``Options/floorMemory``) when that is less: a limit the origin was never asked to bear is not one it
+/// proved it can (TCP's congestion window validation, RFC 7661, reasons the same way). So a
+/// healthy origin gets more in flight, and a slowing or failing one gets fewer before its queue
+/// grows, not first the headroom a client never used.
 ///
 /// Attempts over the limit wait, first come first served, in a queue of at most
 /// ``Options/maxQueue`` per origin, for at most ``Options/maxWait`` and never past their timeout;
@@ -32,7 +35,8 @@ public final class ConcurrencyLimiter: Sendable {
         public var minLimit: Int
         /// The highest the limit goes: 200.
         public var maxLimit: Int
-        /// What a failure or a slow answer multiplies the limit by: 0.9.
+        /// What a failure or a slow answer multiplies the limit by (or twice the recent use, when
+        /// that is less): 0.9.
         public var backoffRatio: Double
         /// An answer slower than this many times the origin's fastest recent one counts as a sign
         /// of overload: 2.
@@ -47,6 +51,26 @@ public final class ConcurrencyLimiter: Sendable {
         /// origin, so a client sends an origin that refuses most of its attempts about `K` times
         /// what it accepts, not everything. 2 is the book's value.
         public var throttle: Double?
+        /// How long the origin's fastest answer is remembered as the floor slowness is measured
+        /// against: 2 minutes (the fastest answer of the last 1 to 2 minutes counts; used between
+        /// 2 s and an hour). Set it after creating the options.
+        ///
+        /// While an origin's queue stands, every answer includes it, so a floor learned then
+        /// already counts the queue, and the tolerance on top of it lets the queue grow again. A
+        /// floor remembered longer than the overload lasts holds the origin's queue where the limit
+        /// put it; one forgotten sooner reads a brownout as the origin's new normal within the
+        /// memory (the `overload-sim` brownout: with 20 s the upstream's queue grew from 40 to 117
+        /// in a minute, with 2 minutes it stays at 40). The price: an origin that really became
+        /// slower (a new route, a heavier mix of endpoints) is read as overloaded for up to this
+        /// long, at a lower limit.
+        public var floorMemory: Duration = .seconds(120)
+
+        /// ``floorMemory`` as the length of each of the two windows that keep the fastest answer,
+        /// in nanoseconds.
+        var floorWindowNanoseconds: Int64 {
+            // Whole seconds (the memory is at least 2 s): read on every answer, kept to a multiply.
+            max(2, min(floorMemory.components.seconds, 3_600)) * 500_000_000
+        }
 
         /// Creates options (clamped: limits to 1…10,000 with `minLimit ≤ initialLimit ≤ maxLimit`,
         /// the ratio to 0.1…0.99, the tolerance to at least 1.1, the queue to 0…100,000, the wait
@@ -339,9 +363,12 @@ public final class ConcurrencyLimiter: Sendable {
         var nextTicket = 0
         var rejected = 0
         var lastUsed: Int64 = 0
-        /// The fastest answer in this window and the one before (windows of 10 s): the floor
-        /// slowness is measured against, forgotten within 20 s when the route changes.
+        /// The fastest answer in this window and the one before (windows of half
+        /// ``Options/floorMemory``): the floor slowness is measured against.
         var fastest: (window: Int64, current: Int64, previous: Int64) = (-1, .max, .max)
+        /// The most attempts in flight at once in the same two windows: what a lowered limit is
+        /// taken from when the limit is more than twice it.
+        var peak: (current: Int, previous: Int) = (0, 0)
         /// The attempts and accepts of the last 2 minutes, for ``Options/throttle``.
         var throttleWindow = ThrottleWindow()
 
@@ -351,15 +378,20 @@ public final class ConcurrencyLimiter: Sendable {
         }
 
         func adjust(latency: Int64, failed: Bool, at now: Int64, options: Options) {
-            let window = now / 10_000_000_000
+            let window = now / options.floorWindowNanoseconds
             if window != fastest.window {
+                peak = (0, window == fastest.window + 1 ? peak.current : 0)
                 fastest = (window, .max, window == fastest.window + 1 ? fastest.current : .max)
             }
+            // In flight falls only when an attempt ends, so its most at the ends judged here is its
+            // most (but for attempts cancelled before an answer, which are not judged).
+            peak.current = max(peak.current, inFlight)
             let floor = min(fastest.current, fastest.previous)
             let slow = floor != .max && floor > 0 && Double(latency) > options.latencyTolerance * Double(floor)
             if !failed { fastest.current = min(fastest.current, max(1, latency)) }
             if failed || slow {
-                limit = max(Double(options.minLimit), limit * options.backoffRatio)
+                let used = Double(2 * max(peak.current, peak.previous))
+                limit = max(Double(options.minLimit), min(limit, used) * options.backoffRatio)
             } else if Double(inFlight) * 2 >= limit {
                 limit = min(Double(options.maxLimit), limit + 1 / limit)
             }
