@@ -145,7 +145,7 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
             mock.enqueue(.status(503), .status(503), reply)
             let task = Task { await outcome(client, request) }
             for _ in 0..<2 {
-                await clock.waitForSleepers(1)
+                if let stalled = await stalled(waitingFor: 1, on: clock, task) { return stalled }
                 clock.advanceToNextDeadline()
             }
             var problems = expect(await task.value, toBe: nil)
@@ -156,14 +156,14 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
         case .cancelledInFlight:
             mock.enqueue(.delayed(.seconds(60), reply))
             let task = Task { await outcome(client, request) }
-            await clock.waitForSleepers(1)
+            if let stalled = await stalled(waitingFor: 1, on: clock, task) { return stalled }
             task.cancel()
             return expect(await task.value, toBe: "cancelled")
         case .cancelledInBackoff:
             retries.retryAttempts(below: 3, after: .seconds(30))
             mock.enqueue(.status(503), reply)
             let task = Task { await outcome(client, request) }
-            await clock.waitForSleepers(1)
+            if let stalled = await stalled(waitingFor: 1, on: clock, task) { return stalled }
             task.cancel()
             return expect(await task.value, toBe: "cancelled")
         case .concurrent:
@@ -229,7 +229,8 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
             expected = "cancelled"
         }
         let task = Task { await outcome(client, request) }
-        await clock.waitForSleepers(2)  // the first attempt and the hedge timer
+        // The first attempt and the hedge timer.
+        if let stalled = await stalled(waitingFor: 2, on: clock, task) { return stalled }
         clock.advance(by: .seconds(1))
         // A behavior that lets one attempt through at a time holds the hedge back: say so.
         var polls = 0
@@ -251,6 +252,29 @@ public struct BehaviorContractCheck<Probe: Equatable & Sendable>: Sendable {
         problems += expect(await task.value, toBe: expected)
         if mock.requests.count != 2 { problems.append("expected 2 attempts in flight at once, saw \(mock.requests.count)") }
         return problems
+    }
+
+    /// Waits until `count` tasks sleep on `clock` (an attempt held by the transport, a backoff, a
+    /// timer); `nil` then. When they never do (the behavior refused the request or answered it
+    /// itself, so it never reached the transport), it ends the request and says so, instead of
+    /// waiting forever.
+    private func stalled(waitingFor count: Int, on clock: ManualClock, _ task: Task<String?, Never>) async -> [String]? {
+        var polls = 0
+        while clock.sleeperCount < count && polls < 1_000_000 {
+            await Task.yield()
+            polls += 1
+        }
+        guard clock.sleeperCount < count else { return nil }
+        task.cancel()
+        for _ in 0..<1_000 where clock.sleeperCount > 0 {
+            clock.advance(by: .seconds(120))
+            await Task.yield()
+        }
+        let ended = await task.value
+        return [
+            "the request did not reach the transport (it ended: \(ended ?? "succeeded")): a behavior that refuses "
+                + "or answers the scenario's requests itself cannot be checked by it"
+        ]
     }
 
     /// `nil` for success, else the error's case name; a `behaviorFailed` is reported as such.

@@ -131,6 +131,29 @@ import Testing
     }
 
     /// A probe the caller cancels says nothing about the origin: the next request probes.
+    /// Every scenario of the contract (failures, retries, cancellation mid-flight and in a backoff
+    /// wait, hedged races, 20 concurrent requests) keeps the hooks balanced and leaves the
+    /// circuit closed and counting, with a breaker that never opens (the scenarios need their
+    /// requests to reach the transport; an open circuit is `aRefusingBehaviorIsReported…`).
+    @Test func theBehaviorKeepsTheContract() async {
+        let breaker = CircuitBreaker(options: .init(failureRatio: 1, minimumThroughput: 1_000_000))
+        let check = BehaviorContractCheck(CircuitBreakerBehavior(breaker)) {
+            breaker.circuits.withLock { $0.all.values.reduce(0) { $0 + $1.inFlightProbes } }
+        }
+        let violations = await check.run()
+        #expect(violations.isEmpty, "\(violations)")
+        #expect(breaker.state(of: Origin(URL(string: "http://127.0.0.1:9")!)!) == .closed)
+    }
+
+    /// The contract check reports a behavior that refuses every request (an isolated circuit)
+    /// instead of waiting forever for a request to reach its transport.
+    @Test func aRefusingBehaviorIsReportedByTheContractCheckInsteadOfHanging() async {
+        let breaker = CircuitBreaker()
+        breaker.isolate(Origin(URL(string: "http://127.0.0.1:9")!)!)
+        let violations = await BehaviorContractCheck(CircuitBreakerBehavior(breaker)) { 0 }.run()
+        #expect(violations.contains { $0.description.contains("did not reach the transport") })
+    }
+
     @Test func aCancelledProbeFreesItsPlace() async {
         let clock = ManualClock()
         let breaker = CircuitBreaker(options: .init(minimumThroughput: 1, breakDuration: .seconds(1)), clock: clock)

@@ -180,4 +180,39 @@ import Testing
         #expect(limiter.snapshot(for: Self.origin).inFlight == 0)
         #expect(mock.requests.count == 2)
     }
+
+    /// A gate that counts the exchanges it admitted and has not been told the end of.
+    struct CountingGate: AttemptIntercepting, AttemptGating {
+        final class Count: @unchecked Sendable {
+            // @unchecked: `value` is only touched under `lock`.
+            let lock = NSLock()
+            var value = 0
+            func add(_ delta: Int) { lock.withLock { value += delta } }
+            var current: Int { lock.withLock { value } }
+        }
+        let outstanding = Count()
+        static var _declaredHooks: UInt16 { HookBits.gates | HookBits.intercept }
+        func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+            -> HTTPResponse
+        {
+            try await exchange(request, context: context, next: next)
+        }
+        func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
+            outstanding.add(1)
+            return GatePass()
+        }
+        func waitForTurn(_ pass: GatePass, context: RequestContext) async throws(NetworkError) -> GatePass { pass }
+        func release(_ pass: GatePass, answered response: HTTPResponse, context: RequestContext) { outstanding.add(-1) }
+        func release(_ pass: GatePass, failed failure: NetworkError, context: RequestContext) { outstanding.add(-1) }
+    }
+
+    /// Every scenario of the contract (failures, retries, cancellation in flight and in a backoff
+    /// wait, hedged races with two attempts at the door at once, 20 concurrent requests): every
+    /// exchange a gate admitted is released exactly once.
+    @Test func everyAdmittedExchangeIsReleasedOnceInEveryScenarioOfTheContract() async {
+        let gate = CountingGate()
+        let violations = await BehaviorContractCheck(gate) { gate.outstanding.current }.run()
+        #expect(violations.isEmpty, "\(violations)")
+        #expect(gate.outstanding.current == 0)
+    }
 }
