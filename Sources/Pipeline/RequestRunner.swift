@@ -32,9 +32,25 @@ package struct RequestRunner: Sendable {
     final class Budgeting: Sendable {
         let budget: RetryBudget
         let baseAccount: RetryBudgetAccount?
+        /// ``baseAccount`` again, without a count of its own: this object keeps the account
+        /// alive, so a deposit reaches it without a retain and a release (40 instructions).
+        private let baseAccountReference: Unmanaged<RetryBudgetAccount>?
+
         init(budget: RetryBudget, baseOrigin: Origin?) {
             self.budget = budget
-            self.baseAccount = baseOrigin.map { budget.account(for: $0, pinned: true) }
+            let baseAccount = baseOrigin.map { budget.account(for: $0, pinned: true) }
+            self.baseAccount = baseAccount
+            self.baseAccountReference = baseAccount.map { Unmanaged.passUnretained($0) }
+        }
+
+        /// Counts `request` in its origin's account: the base origin's, held here, for a request
+        /// to it (read from `self`, so neither it nor the account is retained for the call).
+        func deposit(_ request: HTTPRequest, context: RequestContext) {
+            if context.targetsBaseOrigin, let baseAccountReference {
+                baseAccountReference._withUnsafeGuaranteedRef { $0.deposit(budget) }
+            } else if let origin = Origin(request.url) {
+                budget.account(for: origin).deposit(budget)
+            }
         }
     }
 
@@ -93,7 +109,7 @@ package struct RequestRunner: Sendable {
         // Only a request that can be sent again counts: one whose chain can decide a retry, or
         // whose taker can reconnect. A request that cannot pays nothing for the budget.
         if let budgeting, !plan.retryDecision.isEmpty || context.transfer != nil || plan.hedges {
-            deposit(request, context: context, budgeting: budgeting)
+            budgeting.deposit(request, context: context)
         }
         while true {
             let failure: NetworkError
@@ -161,10 +177,6 @@ package struct RequestRunner: Sendable {
 
     /// Counts `request` in its origin's budget account. Out of line: one call on the success path.
     @inline(never)
-    func deposit(_ request: HTTPRequest, context: RequestContext, budgeting: Budgeting) {
-        budgetAccount(of: request, context: context, budget: budgeting.budget)?.deposit(budgeting.budget)
-    }
-
     /// The budget account `request` counts in: the base origin's, found once, for a request to
     /// it; another origin's looked up. `nil` for a URL with no origin, or with no budget.
     func budgetAccount(of request: HTTPRequest, context: RequestContext, budget: RetryBudget?) -> RetryBudgetAccount? {

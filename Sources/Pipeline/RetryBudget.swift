@@ -156,6 +156,17 @@ package final class RetryBudgetAccount: Sendable {
         var lastUsed: Int64 = 0
 
         /// The slot for `now`, emptied if it last held an older one.
+        /// Counts one request in the slot of `now`: the common case (the slot is current) in one
+        /// access to the slots, not two.
+        mutating func countRequest(at now: Int64) {
+            lastUsed = max(lastUsed, now)
+            let position = Int(now % Int64(RetryBudgetAccount.slotCount))
+            slots.withUnsafeMutableBufferPointer { slots in
+                if slots[position].index != now { slots[position] = Slot(index: now) }
+                slots[position].requests += 1
+            }
+        }
+
         mutating func current(_ now: Int64) -> Int {
             lastUsed = max(lastUsed, now)
             let position = Int(now % Int64(RetryBudgetAccount.slotCount))
@@ -190,7 +201,7 @@ package final class RetryBudgetAccount: Sendable {
     /// Counts a request the caller sent.
     package func deposit(_ budget: RetryBudget) {
         let now = budget.slot()
-        state.withLock { state in state.slots[state.current(now)].requests += 1 }
+        state.withLock { state in state.countRequest(at: now) }
     }
 
     /// Takes one retry from the budget if it allows one; counts a refusal otherwise.
