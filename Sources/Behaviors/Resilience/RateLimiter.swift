@@ -145,7 +145,7 @@ public final class RateLimiter: Sendable {
         }
         switch decision {
         case .refuse(let wait):
-            throw NetworkError.rateLimited(origin: origin.description, retryAfter: .nanoseconds(wait))
+            throw NetworkError.rateLimited(origin: account.originText, retryAfter: .nanoseconds(wait))
         case .send(let at):
             return (at > now ? .nanoseconds(at - now) : .zero, account)
         }
@@ -217,6 +217,9 @@ public final class RateLimiter: Sendable {
         // @unchecked: every field is only touched under the owning limiter's `accounts` lock.
         /// The origin this account is for.
         let origin: Origin
+        /// `origin.description`, made once: every refusal names it (formatting it per refusal
+        /// cost the failing-fast path 700 instructions).
+        let originText: String
         /// The times of the last sends against the quota (up to its `requests`), oldest at
         /// `oldest` once full; never decreasing, since each is at least the one before.
         var sends: [Int64] = []
@@ -230,7 +233,10 @@ public final class RateLimiter: Sendable {
         var lastUsed: Int64 = 0
 
         /// The time an attempt may be sent at: the later of the quota's and the announcement's.
-        init(_ origin: Origin) { self.origin = origin }
+        init(_ origin: Origin) {
+            self.origin = origin
+            self.originText = origin.description
+        }
 
         func take(at now: Int64, longest: Int64, quota: Quota?) -> Turn {
             take(at: now, longest: { longest }, quota: quota)
