@@ -336,3 +336,35 @@ private actor BreakerGate {
         waiters = []
     }
 }
+
+/// The failure judgment reads the statuses a policy has now: one set after the policy was made
+/// (below the lowest status it had, so a precomputed bound left stale would miss it) counts.
+@Suite struct RetryPolicyJudgmentTests {
+    @Test func statusesSetAfterCreationAreJudgedAsGiven() {
+        var policy = RetryPolicy()
+        #expect(!policy.isUpstreamFailure(nil, status: 302))
+        #expect(policy.isUpstreamFailure(nil, status: 503))
+        policy.retryableStatuses = [302, 418]
+        #expect(policy.isUpstreamFailure(nil, status: 302))
+        #expect(policy.isUpstreamFailure(nil, status: 418))
+        #expect(!policy.isUpstreamFailure(nil, status: 503))
+        #expect(!policy.isUpstreamFailure(nil, status: 200))
+        policy.retryableStatuses = []
+        for status in [100, 200, 302, 418, 503, 599] { #expect(!policy.isUpstreamFailure(nil, status: status)) }
+        // Generated sets against the set itself.
+        var random = SplitMix64(state: 11)
+        for _ in 0..<200 {
+            policy.retryableStatuses = Set((0..<Int(random.next() % 6)).map { _ in 100 + Int(random.next() % 500) })
+            let status = 100 + Int(random.next() % 500)
+            #expect(policy.isUpstreamFailure(nil, status: status) == policy.retryableStatuses.contains(status))
+        }
+    }
+
+    @Test func howAnExchangeEndedIsOneJudgment() {
+        let policy = RetryPolicy()
+        #expect(policy.upstreamFailed(.timedOut) { false } == true)
+        #expect(policy.upstreamFailed(.cancelled) { false } == nil)  // the caller left
+        #expect(policy.upstreamFailed(.cancelled) { true } == true)  // its deadline ended it
+        #expect(policy.upstreamFailed(.rateLimited(origin: "o", retryAfter: .zero)) { true } == nil)
+    }
+}

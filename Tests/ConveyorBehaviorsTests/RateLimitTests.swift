@@ -144,7 +144,7 @@ import Testing
             for _ in 0..<200 {
                 now += Int64(random.next() % UInt64(period / Int64(requests) * 2))
                 let earliest = modelSends.count >= requests ? max(now, modelSends[modelSends.count - requests] + period) : now
-                let turn = account.take(at: now, longest: longest, quota: quota)
+                let turn = account.take(at: now, longest: { longest }, quota: quota)
                 if earliest - now > longest {
                     #expect(turn == .refuse(wait: earliest - now), "run \(run)")
                 } else {
@@ -215,8 +215,8 @@ import Testing
         // Two attempts in flight when an answer says two remain: the server may not have counted
         // them yet, so none remains.
         let account = RateLimiter.Account(Self.origin)
-        _ = account.take(at: 0, longest: .max, quota: nil)
-        _ = account.take(at: 0, longest: .max, quota: nil)
+        _ = account.take(at: 0, longest: { .max }, quota: nil)
+        _ = account.take(at: 0, longest: { .max }, quota: nil)
         account.inFlight -= 1
         account.learn(AnnouncedRateLimit(remaining: 2, reset: .seconds(5)), at: 0)
         #expect(account.announced?.remaining == 1)
@@ -228,16 +228,16 @@ import Testing
     @Test func waitersForTheResetAreBoundedByTheAnnouncedLimit() {
         let account = RateLimiter.Account(Self.origin)
         account.learn(AnnouncedRateLimit(remaining: 0, reset: .seconds(10), limit: 2), at: 0)
-        #expect(account.take(at: 0, longest: .max, quota: nil) == .send(at: 10_000_000_000))
-        #expect(account.take(at: 1, longest: .max, quota: nil) == .send(at: 10_000_000_000))
-        #expect(account.take(at: 2, longest: .max, quota: nil) == .refuse(wait: 9_999_999_998))
+        #expect(account.take(at: 0, longest: { .max }, quota: nil) == .send(at: 10_000_000_000))
+        #expect(account.take(at: 1, longest: { .max }, quota: nil) == .send(at: 10_000_000_000))
+        #expect(account.take(at: 2, longest: { .max }, quota: nil) == .refuse(wait: 9_999_999_998))
         // Refused for a wait past `longest`, an attempt takes no place among them.
         let other = RateLimiter.Account(Self.origin)
         other.learn(AnnouncedRateLimit(remaining: 0, reset: .seconds(10), limit: 1), at: 0)
-        #expect(other.take(at: 0, longest: 5, quota: nil) == .refuse(wait: 10_000_000_000))
-        #expect(other.take(at: 0, longest: .max, quota: nil) == .send(at: 10_000_000_000))
+        #expect(other.take(at: 0, longest: { 5 }, quota: nil) == .refuse(wait: 10_000_000_000))
+        #expect(other.take(at: 0, longest: { .max }, quota: nil) == .send(at: 10_000_000_000))
         // After the reset, the announcement no longer holds.
-        #expect(other.take(at: 10_000_000_000, longest: 0, quota: nil) == .send(at: 10_000_000_000))
+        #expect(other.take(at: 10_000_000_000, longest: { 0 }, quota: nil) == .send(at: 10_000_000_000))
     }
 
     @Test func a429sRetryAfterHoldsTheWholeOrigin() async {
@@ -289,9 +289,10 @@ import Testing
         let limiter = RateLimiter(quota: .init(1, per: .seconds(60)), maxWait: .zero, maxOrigins: 3, clock: ManualClock())
         for host in ["a", "b", "c", "d", "e"] {
             let origin = Origin(URL(string: "https://\(host).test")!)!
-            #expect(try limiter.take(origin, within: nil) == .zero)
-            limiter.finish(origin, status: 200, headers: [:])
-            let refused = #expect(throws: NetworkError.self) { try limiter.take(origin, within: nil) }
+            let (wait, account) = try limiter.take(origin, within: { nil })
+            #expect(wait == .zero)
+            limiter.finish(account, status: 200, headers: [:])
+            let refused = #expect(throws: NetworkError.self) { try limiter.take(origin, within: { nil }) }
             #expect(NetworkError.rateLimited ~= refused && refused?.reason == origin.description)
         }
         #expect(limiter.accounts.withLock { $0.count } == 3)

@@ -375,10 +375,7 @@ public struct CircuitBreakerBehavior: AttemptIntercepting, AttemptGating {
 
     package func release(_ pass: GatePass, failed failure: NetworkError, context: RequestContext) {
         guard let circuit = pass.record as? CircuitBreaker.Circuit else { return }
-        let outcome: CircuitBreaker.Outcome =
-            failure.isCancellation
-            ? (context.attemptDeadlineHasPassed ? .failure : .abandoned)
-            : policy.isUpstreamFailure(failure, status: failure.status) ? .failure : .abandoned
-        breaker.record(outcome, probe: pass.flag, in: circuit)
+        let failed = policy.upstreamFailed(failure) { context.attemptDeadlineHasPassed } ?? false
+        breaker.record(failed ? .failure : .abandoned, probe: pass.flag, in: circuit)
     }
 }

@@ -515,10 +515,7 @@ public struct ConcurrencyLimitBehavior: AttemptIntercepting, AttemptGating {
 
     package func release(_ pass: GatePass, failed failure: NetworkError, context: RequestContext) {
         guard let account = pass.record as? ConcurrencyLimiter.Account else { return }
-        let failed: Bool? =
-            failure.isCancellation
-            ? (context.attemptDeadlineHasPassed ? true : nil)
-            : limiter.policy.isUpstreamFailure(failure, status: failure.status) ? true : nil
+        let failed = limiter.policy.upstreamFailed(failure) { context.attemptDeadlineHasPassed }
         limiter.release(account, started: pass.number, failed: failed)
     }
 }

@@ -116,18 +116,14 @@ public final class RateLimiter: Sendable {
         }
     }
 
-    /// Takes a turn for one attempt to `origin`, without waiting.
+    /// Takes a turn for one attempt to `origin`, without waiting, and returns the account to
+    /// ``finish(_:status:headers:)`` it in.
     /// - Parameters:
     ///   - origin: The origin.
-    ///   - within: The longest the attempt may wait besides ``maxWait`` (its timeout's rest).
-    /// - Returns: How long the attempt must wait before it is sent (zero: at once).
+    ///   - within: The longest the attempt may wait besides ``maxWait`` (its timeout's rest); asked
+    ///     only when the turn is not now.
+    /// - Returns: How long the attempt must wait before it is sent (zero: at once), and its account.
     /// - Throws: ``NetworkError/rateLimited`` when the turn is further away than it may wait.
-    package func take(_ origin: Origin, within: Duration?) throws(NetworkError) -> Duration {
-        try take(origin, within: { within }).wait
-    }
-
-    /// Takes a turn for one attempt to `origin`, as ``take(_:within:)``, and returns the account
-    /// to ``finish(_:status:headers:)`` it in. `within` is asked only when the turn is not now.
     package func take(_ origin: Origin, within: () -> Duration?) throws(NetworkError) -> (wait: Duration, account: Account) {
         let now = elapsed.nanoseconds()
         let (decision, account): (Turn, Account) = accounts.withLock { accounts in
@@ -163,17 +159,8 @@ public final class RateLimiter: Sendable {
         }
     }
 
-    /// Ends an attempt ``take(_:within:)`` let through, reading the quota its answer announced.
-    /// - Parameters:
-    ///   - origin: The origin.
-    ///   - status: The answer's status, or `nil` when the attempt ended without one.
-    ///   - headers: The answer's header fields.
-    package func finish(_ origin: Origin, status: Int?, headers: HTTPHeaders?) {
-        guard let account = accounts.withLock({ $0[origin] }) else { return }
-        finish(account, status: status, headers: headers)
-    }
-
-    /// Ends an attempt in the account ``take(_:within:)`` returned, as ``finish(_:status:headers:)``.
+    /// Ends an attempt in the account ``take(_:within:)`` returned: no longer in flight, and what
+    /// the origin announced (its status and headers, when it answered) is learned.
     package func finish(_ account: Account, status: Int?, headers: HTTPHeaders?) {
         var announced: AnnouncedRateLimit?
         if honorsAnnouncedLimits, let status, let headers, !headers.isEmpty {
@@ -236,10 +223,6 @@ public final class RateLimiter: Sendable {
         init(_ origin: Origin) {
             self.origin = origin
             self.originText = origin.description
-        }
-
-        func take(at now: Int64, longest: Int64, quota: Quota?) -> Turn {
-            take(at: now, longest: { longest }, quota: quota)
         }
 
         /// Takes a turn at `now`; `longest` (how far the turn may be) is asked only when it is not now.

@@ -105,6 +105,18 @@ public struct RetryPolicy: Sendable {
         }
     }
 
+    /// What an exchange that ended with `failure` says of its upstream, as the breaker and the
+    /// concurrency limiter count it: `true`, the upstream failed (``isUpstreamFailure(_:status:)``,
+    /// or a cancellation its attempt's deadline caused); `nil`, nothing (the caller left, the
+    /// request's own fault, a limiter's refusal).
+    /// - Parameters:
+    ///   - failure: How the exchange ended.
+    ///   - deadlinePassed: Whether the attempt's deadline has passed (asked for a cancellation only).
+    package func upstreamFailed(_ failure: NetworkError, deadlinePassed: () -> Bool) -> Bool? {
+        if failure.isCancellation { return deadlinePassed() ? true : nil }
+        return isUpstreamFailure(failure, status: failure.status) ? true : nil
+    }
+
     /// The most a `Retry-After` wait is lengthened, as a part of it: 0.2 (as an event stream's
     /// default `EventStreamOptions.jitter`).
     package static let retryAfterSpread = 0.2
