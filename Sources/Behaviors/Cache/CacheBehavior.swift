@@ -45,8 +45,14 @@ public struct CacheBehavior: AttemptIntercepting {
     package let storage: any CacheStorage
     /// The current time, for freshness and ages; injectable for tests.
     package let now: @Sendable () -> Date
+    /// The account a request with credentials is made for, when your code names one.
+    let account: (@Sendable (HTTPRequest, RequestContext) -> String?)?
+    /// How identities are written into the storage (the storage's ``CacheStorage/credentialDigest``).
+    let digest: CacheCredentialDigest
+    /// Whether private answers are kept per identity (the storage's ``CacheStorage/keepsVariants``).
+    let keepsVariants: Bool
 
-    /// Creates the behavior.
+    /// Creates the behavior; identities are told apart by their credentials.
     /// - Parameters:
     ///   - storage: Where responses are kept; a ``MemoryCacheStorage`` of 10 MiB by default.
     ///   - now: The current time, for freshness and ages; injectable for tests.
@@ -56,9 +62,39 @@ public struct CacheBehavior: AttemptIntercepting {
         storage: any CacheStorage = MemoryCacheStorage(), now: @escaping @Sendable () -> Date = { Date() },
         name: String? = nil
     ) {
+        self.init(storage: storage, now: now, name: name, account: nil)
+    }
+
+    /// Creates the behavior, with the account each request is made for.
+    ///
+    /// ```swift
+    /// // The signed-in user's ID, set on each request by the caller:
+    /// enum UserID: RequestContextKey { static let defaultValue: String? = nil }
+    /// let cache = CacheBehavior(storage: MemoryCacheStorage(), account: { _, context in context[UserID.self] })
+    /// // let me = try await client.send(Request<Profile>(path: "/me").setting(UserID.self, to: user.id))
+    /// ```
+    /// - Parameters:
+    ///   - storage: Where responses are kept; a ``MemoryCacheStorage`` of 10 MiB by default.
+    ///   - now: The current time, for freshness and ages; injectable for tests.
+    ///   - name: The name used in errors and logs and by `.named(_:)` exclusions; the type's name by
+    ///     default.
+    ///   - account: The account a request with credentials is made for (a user's ID your session
+    ///     knows, a token's subject), or `nil` to tell identities apart by their credentials. Every
+    ///     credential of one account then shares the account's private answers: a refreshed token
+    ///     keeps them. Called with the request as the cache sees it (credentials added) and its
+    ///     context (where `Request.setting(_:to:)` puts what the caller knows). Never called for a
+    ///     request without credentials. Name only what the credentials prove: an answer is given
+    ///     to any request you name the same account for, without asking the server.
+    public init(
+        storage: any CacheStorage = MemoryCacheStorage(), now: @escaping @Sendable () -> Date = { Date() },
+        name: String? = nil, account: (@Sendable (HTTPRequest, RequestContext) -> String?)?
+    ) {
         self.name = name ?? String(describing: Self.self)
         self.storage = storage
         self.now = now
+        self.account = account
+        digest = storage.credentialDigest
+        keepsVariants = storage.keepsVariants
     }
 
     /// Answers a `GET` from storage when it can, revalidates a stale entry, stores what may be
@@ -79,11 +115,15 @@ public struct CacheBehavior: AttemptIntercepting {
             return try await next(request)
         }
         let key = Self.key(for: request.url)
-        let credentials = CredentialFingerprint.of(request.headers, sensitive: request.sensitiveHeaders)
-        var stored = await storage.entry(for: key)
-        if let entry = stored, !entry.matches(request.headers, credentials: credentials, sensitive: request.sensitiveHeaders) {
+        let credentials = identity(of: request, context: context)
+        // With variants, one lookup finds the requester's own private entry or else the URL's.
+        var stored = await storage.entry(for: lookupKey(key, credentials))
+        if let entry = stored,
+            !entry.matches(request.headers, credentials: credentials, sensitive: request.sensitiveHeaders, digest: digest)
+        {
             stored = nil
         }
+        let place = Place(key: key, stored: stored.map { storageKey(of: $0, url: key) })
 
         let requestTime = now()
         if let entry = stored, isFresh(entry, at: requestTime, for: requestControl, requester: credentials) {
@@ -108,52 +148,109 @@ public struct CacheBehavior: AttemptIntercepting {
             if let tag = response.headers["ETag"], let storedTag = entry.entityTag, tag != storedTag {
                 // The 304 is about another representation than ours (RFC 9111 §4.3.4): ours is
                 // useless; ask again without conditions.
-                await storage.removeEntry(for: key)
-                return try await fetch(request, key: key, credentials: credentials, control: requestControl, context: context, next: next)
+                if let old = place.stored { await storage.removeEntry(for: old) }
+                return try await fetch(
+                    request, place: Place(key: key, stored: nil), credentials: credentials, control: requestControl,
+                    context: context, next: next)
             }
             let updated = entry.updated(
                 with: response.headers, requestTime: requestTime, responseTime: responseTime, requester: credentials,
                 sensitive: request.sensitiveHeaders)
             if CacheControl(response.headers).noStore {
-                await storage.removeEntry(for: key)
+                if let old = place.stored { await storage.removeEntry(for: old) }
             } else {
-                await storage.store(updated, for: key)
+                await put(updated, place: place)
             }
             context[CacheOutcome.self] = .revalidated
             return HTTPResponse(status: updated.status, headers: updated.headers, body: updated.body, request: response.request)
         }
         context[CacheOutcome.self] = .miss
-        await keep(response, sentAt: requestTime, receivedAt: responseTime, key: key, credentials: credentials,
-            control: requestControl, replacing: stored != nil)
+        await keep(response, sentAt: requestTime, receivedAt: responseTime, place: place, credentials: credentials,
+            control: requestControl)
         return response
+    }
+
+    /// Where a request's entry is looked up and stored: the URL's key, and the key the entry the
+    /// lookup found lives at (`nil` when none was found).
+    struct Place {
+        let key: String
+        let stored: String?
+    }
+
+    /// The identity a request's entry is kept for: a digest of its credentials or of the account
+    /// `account` names for it; empty without credentials.
+    func identity(of request: HTTPRequest, context: RequestContext) -> String {
+        CredentialFingerprint.of(
+            request.headers, sensitive: request.sensitiveHeaders, digest: digest,
+            account: account.map { name in { name(request, context) } })
+    }
+
+    /// The key a lookup for `identity` reads: its variant key when the storage keeps variants
+    /// (which answers with the URL's entry when the variant has none), the URL's key otherwise.
+    func lookupKey(_ key: String, _ identity: String) -> String {
+        keepsVariants && !identity.isEmpty ? Self.variantKey(key, identity) : key
+    }
+
+    /// The key `entry` is kept under: its identity's variant key for a private answer when the
+    /// storage keeps variants, the URL's key otherwise.
+    func storageKey(of entry: CachedResponse, url key: String) -> String {
+        keepsVariants && !entry.isShared && !entry.credentials.isEmpty ? Self.variantKey(key, entry.credentials) : key
+    }
+
+    /// A variant key: the URL's key, a line feed (never in a URL's key) and the identity.
+    static func variantKey(_ key: String, _ identity: String) -> String { key + "\n" + identity }
+
+    /// Stores `entry` where it belongs, as the storage's ``CacheStorage/credentialDigest`` allows.
+    /// The entry the request's lookup found is superseded by it wherever it was: under the
+    /// requester's variant (a private answer that is now shared: it would hide the new one) or the
+    /// URL's key (a shared answer that a `304` made private is no longer anyone's to share).
+    private func put(_ entry: CachedResponse, place: Place) async {
+        guard let entry = Self.allowed(entry, by: digest) else {
+            if let old = place.stored { await storage.removeEntry(for: old) }
+            return
+        }
+        let target = storageKey(of: entry, url: place.key)
+        await storage.store(entry, for: target)
+        if let old = place.stored, old != target { await storage.removeEntry(for: old) }
+    }
+
+    /// `entry` as a storage with digests `digest` may keep it: as it is, without its fetcher's
+    /// digest (a shared answer, under ``CacheCredentialDigest/none``), or `nil`.
+    static func allowed(_ entry: CachedResponse, by digest: CacheCredentialDigest) -> CachedResponse? {
+        guard !digest.keepsDigests else { return entry }
+        if entry.variesOnACredential { return nil }
+        if entry.isShared {
+            return entry.credentials == CredentialFingerprint.anyone ? entry : entry.withIdentity(CredentialFingerprint.anyone)
+        }
+        return entry.credentials.isEmpty ? entry : nil
     }
 
     /// Sends without conditions and stores the answer if allowed.
     private func fetch(
-        _ request: HTTPRequest, key: String, credentials: String, control: CacheControl, context: RequestContext,
+        _ request: HTTPRequest, place: Place, credentials: String, control: CacheControl, context: RequestContext,
         next: InterceptNext
     ) async throws -> HTTPResponse {
         let requestTime = now()
         let response = try await next(request)
         context[CacheOutcome.self] = .miss
-        await keep(response, sentAt: requestTime, receivedAt: now(), key: key, credentials: credentials, control: control,
-            replacing: true)
+        await keep(response, sentAt: requestTime, receivedAt: now(), place: place, credentials: credentials,
+            control: control)
         return response
     }
 
     /// Stores a response if it may be stored; otherwise removes the entry it supersedes (unless
     /// the response is a server error).
     private func keep(
-        _ response: HTTPResponse, sentAt requestTime: Date, receivedAt responseTime: Date, key: String,
-        credentials: String, control: CacheControl, replacing: Bool
+        _ response: HTTPResponse, sentAt requestTime: Date, receivedAt responseTime: Date, place: Place,
+        credentials: String, control: CacheControl
     ) async {
         if let entry = Self.storable(response, credentials: credentials, requestControl: control,
-            requestTime: requestTime, responseTime: responseTime)
+            requestTime: requestTime, responseTime: responseTime, digest: digest)
         {
-            await storage.store(entry, for: key)
-        } else if replacing, response.status != 304, response.status < 500 {
+            await put(entry, place: place)
+        } else if let old = place.stored, response.status != 304, response.status < 500 {
             // A new answer supersedes the entry; a server error says nothing about it.
-            await storage.removeEntry(for: key)
+            await storage.removeEntry(for: old)
         }
     }
 
@@ -195,13 +292,14 @@ public struct CacheBehavior: AttemptIntercepting {
         return response
     }
 
+    /// Removes what is stored for `url` and the same-origin `locations`, for every identity.
     private func invalidate(_ url: URL, locations: [String?]) async {
-        await storage.removeEntry(for: Self.key(for: url))
+        await storage.removeVariants(of: Self.key(for: url))
         let origin = Origin(url)
         for location in locations.compactMap({ $0 }) {
             guard let target = URL(string: location, relativeTo: url)?.absoluteURL, origin != nil, Origin(target) == origin
             else { continue }
-            await storage.removeEntry(for: Self.key(for: target))
+            await storage.removeVariants(of: Self.key(for: target))
         }
     }
 
@@ -230,7 +328,7 @@ public struct CacheBehavior: AttemptIntercepting {
     /// The entry to store for a response, or `nil` when it may not (or need not) be stored.
     static func storable(
         _ response: HTTPResponse, credentials: String, requestControl: CacheControl, requestTime: Date,
-        responseTime: Date
+        responseTime: Date, digest: CacheCredentialDigest = .sha256
     ) -> CachedResponse? {
         guard storableStatuses.contains(response.status), !requestControl.noStore else { return nil }
         let headers = response.headers
@@ -253,7 +351,9 @@ public struct CacheBehavior: AttemptIntercepting {
             status: response.status,
             headers: HTTPHeaders(headers.filter { isStoredHeader($0.name, sensitive: response.request.sensitiveHeaders) }),
             body: response.body, requestTime: requestTime, responseTime: responseTime,
-            varyValues: varied.map { Vary.value(of: $0, in: response.request.headers, sensitive: response.request.sensitiveHeaders) },
+            varyValues: varied.map {
+                Vary.value(of: $0, in: response.request.headers, sensitive: response.request.sensitiveHeaders, digest: digest)
+            },
             credentials: identity)
         // Useful only if it can be fresh, or revalidated.
         guard entry.longestFreshnessLifetime > 0 || entry.hasValidator else { return nil }

@@ -2,16 +2,23 @@ package import ConveyorPipeline
 import Foundation
 
 /// A digest of the credential headers a request carries, so a stored response is used only for
-/// the same credentials. A discriminator, not encryption: SHA-256 over the sorted, lowercased
-/// names and their values; empty when there are none.
+/// the same credentials. A discriminator, not encryption: a digest (SHA-256, or keyed: see
+/// ``CacheCredentialDigest``) over the sorted, lowercased names and their values; empty when
+/// there are none. When the cache's `account` names an account for a request with credentials,
+/// the digest is of the account instead: every credential of one account is one identity.
 enum CredentialFingerprint {
-    static func of(_ headers: HTTPHeaders, sensitive: SensitiveHeaders = .standard) -> String {
+    static func of(
+        _ headers: HTTPHeaders, sensitive: SensitiveHeaders = .standard, digest: CacheCredentialDigest = .sha256,
+        account: (() -> String?)? = nil
+    ) -> String {
         var parts: [String] = []
         for field in headers where sensitive.contains(field.name) {
             parts.append(field.name.lowercased() + ":" + field.value)
         }
         guard !parts.isEmpty else { return "" }
-        return SHA256.hex(parts.sorted().joined(separator: "\n"))
+        // A line feed never ends a header's value: an account's digest is never a credentials' one.
+        if let name = account?() { return digest.digest("account\n" + name) }
+        return digest.digest(parts.sorted().joined(separator: "\n"))
     }
 
     /// The identity of an entry any credentials may use (a `public` answer, or one with
@@ -43,15 +50,19 @@ package enum Vary {
     }
 
     /// What a request's header contributes to the match: its fields joined and with spaces
-    /// normalized, `nil` when absent, and only a digest for a credential.
-    static func value(of name: String, in headers: HTTPHeaders, sensitive: SensitiveHeaders = .standard)
-        -> CachedResponse.VaryValue
-    {
+    /// normalized, `nil` when absent, and only a digest for a credential (`sha256:` and SHA-256,
+    /// or `hmac:` and the keyed digest).
+    static func value(
+        of name: String, in headers: HTTPHeaders, sensitive: SensitiveHeaders = .standard,
+        digest: CacheCredentialDigest = .sha256
+    ) -> CachedResponse.VaryValue {
         let values = headers.values(for: name)
         guard !values.isEmpty else { return .init(name: name, value: nil) }
         let joined = values.map { $0.split(separator: ",").map { $0.trimmingSpaces }.joined(separator: ",") }
             .joined(separator: ",")
-        return .init(name: name, value: sensitive.contains(name) ? "sha256:" + SHA256.hex(joined) : joined)
+        guard sensitive.contains(name) else { return .init(name: name, value: joined) }
+        let digested = digest.digest(joined)
+        return .init(name: name, value: digested.hasPrefix("hmac:") ? digested : "sha256:" + digested)
     }
 }
 
@@ -69,9 +80,25 @@ extension CachedResponse {
     /// Whether a request may be answered with this entry, once fresh enough for it
     /// (``freshnessLifetime(for:)``): same credentials unless shared, same values of the headers
     /// `Vary` named.
-    func matches(_ headers: HTTPHeaders, credentials: String, sensitive: SensitiveHeaders = .standard) -> Bool {
+    func matches(
+        _ headers: HTTPHeaders, credentials: String, sensitive: SensitiveHeaders = .standard,
+        digest: CacheCredentialDigest = .sha256
+    ) -> Bool {
         guard isShared || self.credentials == credentials else { return false }
-        return varyValues.allSatisfy { Vary.value(of: $0.name, in: headers, sensitive: sensitive) == $0 }
+        return varyValues.allSatisfy { Vary.value(of: $0.name, in: headers, sensitive: sensitive, digest: digest) == $0 }
+    }
+
+    /// Whether it varies on a credential header (a `Vary: Authorization`): it holds that
+    /// credential's digest.
+    var variesOnACredential: Bool {
+        varyValues.contains { $0.value.map { $0.hasPrefix("sha256:") || $0.hasPrefix("hmac:") } ?? false }
+    }
+
+    /// The same entry with another identity (``credentials``).
+    func withIdentity(_ identity: String) -> CachedResponse {
+        CachedResponse(
+            status: status, headers: headers, body: body, requestTime: requestTime, responseTime: responseTime,
+            varyValues: varyValues, credentials: identity)
     }
 
     /// The entry after a `304 Not Modified` to `requester`'s conditional request: its headers

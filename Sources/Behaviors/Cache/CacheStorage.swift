@@ -1,6 +1,11 @@
 /// Where ``CacheBehavior`` keeps responses: one ``CachedResponse`` per key (the cache makes the
 /// key from the request's URL; what a request must match besides it travels in the entry).
 ///
+/// A storage that keeps variants (``keepsVariants``) also gets the private answers of each
+/// identity under a key of their own (the URL's key, a line feed, and the identity's digest: a
+/// *variant key*; a URL's key never holds a line feed), so one user's private answer does not
+/// replace another's.
+///
 /// Conveyor has two: ``MemoryCacheStorage`` (the default, a size-bounded LRU) and
 /// ``DiskCacheStorage`` (files in a directory, kept across launches). A storage of your own must
 /// be safe to call from many requests at once and must stay bounded; it may drop anything at any
@@ -31,4 +36,74 @@ public protocol CacheStorage: Sendable {
     func removeEntry(for key: String) async
     /// Removes every entry (on sign-out, say).
     func removeAll() async
+
+    /// Whether the storage keeps a private answer per identity under a variant key. Such a
+    /// storage must do two things more: a lookup of a variant key returns the variant's entry or,
+    /// when it has none, the entry of the URL's key (one call: a shared answer is found by the
+    /// same lookup), and ``removeVariants(of:)`` removes the URL's entry and every variant of it.
+    /// `false` by default: ``CacheBehavior`` then keeps one entry per URL, as before 1.2, and a
+    /// private answer for one identity replaces another's.
+    var keepsVariants: Bool { get }
+
+    /// Removes the entry of a URL's key and of every variant key made from it (what a `POST` to
+    /// the URL removes, for every identity). By default, ``removeEntry(for:)``.
+    /// - Parameter key: A URL's key (no line feed).
+    func removeVariants(of key: String) async
+
+    /// How ``CacheBehavior`` writes a credential into what this storage keeps: as a SHA-256
+    /// digest (the default), a keyed digest, or not at all. A storage that others can read (a
+    /// shared database) asks for a keyed digest, so that a reader cannot confirm a guessed
+    /// credential by hashing it.
+    var credentialDigest: CacheCredentialDigest { get }
+}
+
+extension CacheStorage {
+    /// `false`: one entry per URL.
+    public var keepsVariants: Bool { false }
+
+    /// Removes the key's entry.
+    /// - Parameter key: A URL's key.
+    public func removeVariants(of key: String) async { await removeEntry(for: key) }
+
+    /// ``CacheCredentialDigest/sha256``.
+    public var credentialDigest: CacheCredentialDigest { .sha256 }
+}
+
+/// How a credential, or an account a request is made for, is written into a cache's storage:
+/// never its value, only a digest that tells identities apart.
+public struct CacheCredentialDigest: Sendable, Equatable {
+    enum Kind: Equatable {
+        case sha256
+        case keyed([UInt8])
+        case none
+    }
+
+    let kind: Kind
+
+    /// SHA-256 of the credentials (a discriminator, not encryption: a guessable secret can be
+    /// confirmed by hashing guesses). Right for storage only this process or device reads.
+    public static let sha256 = CacheCredentialDigest(kind: .sha256)
+
+    /// HMAC-SHA256 under a secret key: without the key, a digest confirms nothing. Every process
+    /// that shares the storage must use the same key, or their private answers never match.
+    /// - Parameter key: At least 16 bytes of a secret from your configuration; a shorter key is
+    ///   padded by HMAC's own rule, which adds no secrecy.
+    public static func keyed(_ key: [UInt8]) -> CacheCredentialDigest { CacheCredentialDigest(kind: .keyed(key)) }
+
+    /// No digest is kept: a private answer is not stored, an answer any credentials may use is
+    /// stored without who fetched it (everyone, its fetcher too, reuses it by a shared cache's
+    /// rules), and an answer that varies on a credential header is not stored.
+    public static let none = CacheCredentialDigest(kind: .none)
+
+    /// Whether a digest is kept at all.
+    var keepsDigests: Bool { kind != .none }
+
+    /// The digest of `text`: 64 hex digits for SHA-256, `hmac:` and 64 hex digits keyed. For
+    /// ``none``, the SHA-256 digest (kept in memory only, to tell requests apart).
+    func digest(_ text: String) -> String {
+        switch kind {
+        case .sha256, .none: SHA256.hex(text)
+        case .keyed(let key): "hmac:" + SHA256.hexString(SHA256.hmac(key: key, message: Array(text.utf8)))
+        }
+    }
 }

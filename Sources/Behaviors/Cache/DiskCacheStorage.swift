@@ -60,10 +60,28 @@ public actor DiskCacheStorage: CacheStorage {
         self.maxBytes = max(0, maxBytes)
     }
 
-    /// The entry for a key, read from its file; a damaged file is deleted.
+    /// The entry for a key, read from its file; a damaged file is deleted. For a variant key, the
+    /// variant's entry or, when it has none, the URL's.
     public func entry(for key: String) async -> CachedResponse? {
         loadIfNeeded()
-        let name = Self.fileName(for: key)
+        if let found = read(Self.fileName(for: key)) { return found }
+        guard let url = LRUList.urlKey(of: key) else { return nil }
+        return read(Self.fileName(for: String(url)))
+    }
+
+    /// Keeps a private answer per identity (a file per variant): `true`.
+    public nonisolated var keepsVariants: Bool { true }
+
+    /// Deletes the URL's file and every variant's file, this process's and any other's.
+    /// - Parameter key: A URL's key.
+    public func removeVariants(of key: String) async {
+        loadIfNeeded()
+        delete(Self.fileName(for: key))
+        let prefix = SHA256.hex(key) + "-"
+        for file in listEntryFiles() where file.name.hasPrefix(prefix) { delete(file.name) }
+    }
+
+    private func read(_ name: String) -> CachedResponse? {
         let url = directory.appendingPathComponent(name)
         guard let size = fileSize(url) else {
             forget(name)
@@ -123,7 +141,12 @@ public actor DiskCacheStorage: CacheStorage {
     /// The entry file of a key (for tests that damage one).
     package nonisolated func fileURL(for key: String) -> URL { directory.appendingPathComponent(Self.fileName(for: key)) }
 
-    static func fileName(for key: String) -> String { "\(SHA256.hex(key)).\(fileExtension)" }
+    /// A URL's file is named by the SHA-256 of its key; a variant's by that of its URL's key, `-`,
+    /// and that of the variant key (so a URL's variants are found by name).
+    static func fileName(for key: String) -> String {
+        guard let url = LRUList.urlKey(of: key) else { return "\(SHA256.hex(key)).\(fileExtension)" }
+        return "\(SHA256.hex(String(url)))-\(SHA256.hex(key)).\(fileExtension)"
+    }
 
     // MARK: - Index
 

@@ -19,9 +19,14 @@ public final class MemoryCacheStorage: CacheStorage {
         state = Locked(LRUList())
     }
 
-    /// The entry for a key, which becomes the most recently used.
+    /// The entry for a key, which becomes the most recently used. For a variant key, the
+    /// variant's entry or, when it has none, the URL's.
     public func entry(for key: String) async -> CachedResponse? {
-        state.withLock { $0.get(key) }
+        state.withLock { list in
+            if let found = list.get(key) { return found }
+            guard let url = LRUList.urlKey(of: key) else { return nil }
+            return list.get(String(url))
+        }
     }
 
     /// Stores an entry, evicting the least recently used ones until it fits.
@@ -41,6 +46,18 @@ public final class MemoryCacheStorage: CacheStorage {
         state.withLock { $0.remove(key) }
     }
 
+    /// Keeps a private answer per identity: `true`.
+    public var keepsVariants: Bool { true }
+
+    /// Removes the URL's entry and every variant of it.
+    /// - Parameter key: A URL's key.
+    public func removeVariants(of key: String) async {
+        state.withLock { list in
+            list.remove(key)
+            for variant in list.variants[key] ?? [] { list.remove(variant) }
+        }
+    }
+
     /// Removes every entry.
     public func removeAll() async {
         state.withLock { $0 = LRUList() }
@@ -48,6 +65,11 @@ public final class MemoryCacheStorage: CacheStorage {
 
     /// How many entries are stored.
     package var count: Int { state.withLock { $0.index.count } }
+    /// How many URLs have variants, and how many variant keys are indexed (for tests: the index
+    /// follows the entries, evictions included).
+    package var variantIndex: (urls: Int, keys: Int) {
+        state.withLock { list in (list.variants.count, list.variants.values.reduce(0) { $0 + $1.count }) }
+    }
     /// The entries' total cost in bytes.
     package var totalBytes: Int { state.withLock { $0.totalCost } }
 }
@@ -65,6 +87,8 @@ struct LRUList {
     private var slots: [Node?] = []
     private var free: [Int] = []
     private(set) var index: [String: Int] = [:]
+    /// The variant keys stored, by their URL's key.
+    private(set) var variants: [String: Set<String>] = [:]
     /// Most and least recently used slots; -1 when empty.
     private var newest = -1
     private var oldest = -1
@@ -88,19 +112,34 @@ struct LRUList {
             slots.append(node)
         }
         index[key] = slot
+        if let url = Self.urlKey(of: key) { variants[String(url), default: []].insert(key) }
         totalCost += cost
         linkAsNewest(slot)
     }
 
     mutating func remove(_ key: String) {
         guard let slot = index.removeValue(forKey: key) else { return }
+        forgetVariant(key)
         release(slot)
+    }
+
+    /// The URL's key of a variant key (before its line feed); `nil` for a URL's key.
+    static func urlKey(of key: String) -> Substring? {
+        guard let end = key.utf8.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+        return key[..<end]
+    }
+
+    private mutating func forgetVariant(_ key: String) {
+        guard let url = Self.urlKey(of: key).map(String.init) else { return }
+        variants[url]?.remove(key)
+        if variants[url]?.isEmpty == true { variants[url] = nil }
     }
 
     /// Removes the oldest entry; `false` when there is none.
     mutating func removeLeastRecentlyUsed() -> Bool {
         guard oldest >= 0, let node = slots[oldest] else { return false }
         index[node.key] = nil
+        forgetVariant(node.key)
         release(oldest)
         return true
     }

@@ -61,15 +61,26 @@ package enum SHA256 {
     }
 
     /// The digest of a string's UTF-8 bytes, as 64 lowercase hex digits.
-    package static func hex(_ text: String) -> String {
+    package static func hex(_ text: String) -> String { hexString(digest(text.utf8)) }
+
+    /// Bytes as lowercase hex digits.
+    package static func hexString(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
-        out.reserveCapacity(64)
-        for byte in digest(text.utf8) {
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
             out.append(digits[Int(byte >> 4)])
             out.append(digits[Int(byte & 0x0f)])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// HMAC-SHA256 (RFC 2104): a keyed digest that confirms nothing to whoever lacks the key.
+    package static func hmac(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var block = key.count > 64 ? digest(key) : key
+        block += [UInt8](repeating: 0, count: 64 - block.count)
+        let inner = digest(block.map { $0 ^ 0x36 } + message)
+        return digest(block.map { $0 ^ 0x5c } + inner)
     }
 
     @inline(__always)
