@@ -3,6 +3,8 @@
 // by line from standard input, one JSON line of output per command.
 //
 //   cache-peer BASE_URL POSTGRES_URL TABLE
+//   (CACHE_PEER_IDENTITY_KEY in the environment: the storage's identity key; the `X-Account`
+//   request header names the account a request is made for)
 //   GET|POST|PUT|DELETE <tab> /path?query [<tab> Name: value]…  → {"status", "outcome", "body"}
 //   advance <tab> SECONDS        moves this process's clock (CacheBehavior's `now`) → {"ok": true}
 //   burst <tab> /path?query <tab> COUNT
@@ -60,7 +62,9 @@ let now: @Sendable () -> Date = { Date().addingTimeInterval(offset.withLockedVal
 let storage: PostgresCacheStorage
 do {
     // A generous timeout: this process checks the cache's rules, not a slow database.
-    storage = try PostgresCacheStorage(client: postgres, table: table, timeout: .seconds(10), logger: logger, now: now)
+    let key = ProcessInfo.processInfo.environment["CACHE_PEER_IDENTITY_KEY"].map { Array($0.utf8) }
+    storage = try PostgresCacheStorage(
+        client: postgres, table: table, timeout: .seconds(10), logger: logger, now: now, identityKey: key)
 } catch {
     fail("\(error)")
 }
@@ -70,7 +74,7 @@ let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHT
 do { transport = try AsyncHTTPClientTransport(client: http) } catch { fail("\(error)") }
 let client = NetworkClient(baseURL: base, transport: transport) {
     OutcomeRecorder(last: last)
-    CacheBehavior(storage: storage, now: now)
+    CacheBehavior(storage: storage, now: now, account: { request, _ in request.headers["X-Account"] })
 }
 
 while let line = readLine() {

@@ -59,12 +59,17 @@ public final class PostgresCacheStorage: CacheStorage {
         /// The table name is not a lowercase SQL name (`a`–`z`, `0`–`9`, `_`, not starting with a
         /// digit, at most 63 bytes, PostgreSQL's limit).
         case invalidTableName(String)
+        /// The identity key has fewer than 16 bytes: too few to keep a guessed credential from
+        /// being confirmed.
+        case identityKeyTooShort
 
-        /// What is wrong, for logs.
+        /// What is wrong, for logs (never the key).
         public var description: String {
             switch self {
             case .invalidTableName(let name):
                 "invalid table name \(name.debugDescription): use a-z, 0-9 and _, starting with a letter or _, up to 63 bytes"
+            case .identityKeyTooShort:
+                "the identity key is shorter than 16 bytes: give at least 16 random bytes from your configuration"
             }
         }
     }
@@ -82,6 +87,8 @@ public final class PostgresCacheStorage: CacheStorage {
     private let clock: any Clock<Duration>
     private let now: @Sendable () -> Date
     private let lockKey: Int64
+    /// How credentials are written into the rows: keyed with `identityKey`, or not at all.
+    public let credentialDigest: CacheCredentialDigest
     /// The table's name and the names derived from it, quoted.
     let names: Names
     private let state = NIOLockedValueBox(State())
@@ -106,7 +113,36 @@ public final class PostgresCacheStorage: CacheStorage {
         var trimming = false
     }
 
+    /// Creates a storage over a table of a database, without an identity key: no private answer
+    /// is stored (nothing in the table could confirm a guessed credential), and an answer any
+    /// credentials may use is stored without who fetched it. Nothing is sent until the first call.
+    /// - Parameters:
+    ///   - client: The database's client. Run it (`client.run()`) for as long as the storage is
+    ///     used; until it runs, every call times out as a miss.
+    ///   - table: The table's name, created if missing; `conveyor_http_cache` by default.
+    ///   - maxBytes: The most bytes the entries may take together; 256 MiB by default.
+    ///   - keepStale: How long a stale entry that can be revalidated is kept after it went stale.
+    ///   - timeout: How long one call may wait on the database; 250 ms by default.
+    ///   - logger: Where failures and recoveries of the database are logged.
+    ///   - clock: The clock `timeout` and the cool-down are measured on.
+    ///   - now: The current time, for expiry.
+    /// - Throws: ``ConfigurationError/invalidTableName(_:)``.
+    public convenience init(
+        client: PostgresClient, table: String = "conveyor_http_cache", maxBytes: Int = 256 * 1024 * 1024,
+        keepStale: Duration = .seconds(86_400), timeout: Duration = .milliseconds(250),
+        logger: Logger = Logger(label: "conveyor.cache.postgres"),
+        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
+    ) throws(ConfigurationError) {
+        try self.init(
+            client: client, table: table, maxBytes: maxBytes, keepStale: keepStale, timeout: timeout, logger: logger,
+            clock: clock, now: now, identityKey: nil)
+    }
+
     /// Creates a storage over a table of a database; nothing is sent until the first call.
+    ///
+    /// With an `identityKey`, private answers are kept per identity (a user's answer never
+    /// replaces another's), and every credential or account is written as an HMAC-SHA256 under
+    /// the key: a reader of the table without the key cannot confirm a guessed credential.
     /// - Parameters:
     ///   - client: The database's client. Run it (`client.run()`) for as long as the storage is
     ///     used; until it runs, every call times out as a miss.
@@ -120,14 +156,21 @@ public final class PostgresCacheStorage: CacheStorage {
     ///     or a credential).
     ///   - clock: The clock `timeout` and the cool-down are measured on; injectable for tests.
     ///   - now: The current time, for expiry (the same clock as ``Conveyor/CacheBehavior``'s `now`).
-    /// - Throws: ``ConfigurationError/invalidTableName(_:)``.
+    ///   - identityKey: A secret of at least 16 bytes from the configuration, the same for every
+    ///     process that shares the table (processes with different keys never match each other's
+    ///     private answers), or `nil` to store no private answer at all.
+    /// - Throws: ``ConfigurationError/invalidTableName(_:)``, or
+    ///   ``ConfigurationError/identityKeyTooShort`` for a key under 16 bytes.
     public init(
         client: PostgresClient, table: String = "conveyor_http_cache", maxBytes: Int = 256 * 1024 * 1024,
         keepStale: Duration = .seconds(86_400), timeout: Duration = .milliseconds(250),
         logger: Logger = Logger(label: "conveyor.cache.postgres"),
-        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
+        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
+        identityKey: [UInt8]?
     ) throws(ConfigurationError) {
         guard Self.isPlainName(table) else { throw .invalidTableName(table) }
+        if let identityKey, identityKey.count < 16 { throw .identityKeyTooShort }
+        credentialDigest = identityKey.map { .keyed($0) } ?? .none
         self.client = client
         self.table = table
         self.maxBytes = max(0, maxBytes)
@@ -142,20 +185,23 @@ public final class PostgresCacheStorage: CacheStorage {
 
     // MARK: - CacheStorage
 
-    /// The entry stored for a key, or `nil` (also when the database did not answer in time).
+    /// The entry stored for a key, or `nil` (also when the database did not answer in time). For
+    /// a variant key, the variant's entry or, when it has none, the URL's: one statement.
     public func entry(for key: String) async -> CachedResponse? {
-        let hash = Self.hash(key)
+        let own = Self.hash(key)
+        let url = Self.urlKey(of: key).map(Self.hash) ?? own
         let now = now()
         let touchBefore = now.addingTimeInterval(-Self.touchInterval)
         let found: CachedResponse?? = await bounded("lookup") { [logger, names] (session: Session<CachedResponse?>) in
             let rows = try await session.connection.query(
                 """
-                SELECT entry, last_used < \(touchBefore) FROM \(unescaped: names.table)
-                WHERE key_hash = \(hash) AND expires_at > \(now)
+                SELECT entry, last_used < \(touchBefore), key_hash FROM \(unescaped: names.table)
+                WHERE key_hash IN (\(own), \(url)) AND expires_at > \(now)
+                ORDER BY key_hash = \(own) DESC LIMIT 1
                 """, logger: logger)
-            var found: (Data, Bool)?
-            for try await row in rows.decode((Data, Bool).self) { found = row }
-            guard let (data, touch) = found else { return nil }
+            var found: (Data, Bool, Data)?
+            for try await row in rows.decode((Data, Bool, Data).self) { found = row }
+            guard let (data, touch, hash) = found else { return nil }
             guard let entry = CachedResponse(encoded: data) else {
                 // Damaged, or another format version: a miss, and gone.
                 try await session.connection.query(
@@ -184,14 +230,15 @@ public final class PostgresCacheStorage: CacheStorage {
             return
         }
         let hash = Self.hash(key)
+        let url = Self.urlKey(of: key).map(Self.hash) ?? hash
         let size = data.count
         _ = await bounded("store") { [logger, names] (session: Session<Void>) in
             try await session.connection.query(
                 """
-                INSERT INTO \(unescaped: names.table) (key_hash, entry, bytes, expires_at, last_used)
-                VALUES (\(hash), \(data), \(size), \(expires), \(now))
+                INSERT INTO \(unescaped: names.table) (key_hash, entry, bytes, expires_at, last_used, url_hash)
+                VALUES (\(hash), \(data), \(size), \(expires), \(now), \(url))
                 ON CONFLICT (key_hash) DO UPDATE SET entry = EXCLUDED.entry, bytes = EXCLUDED.bytes,
-                    expires_at = EXCLUDED.expires_at, last_used = EXCLUDED.last_used
+                    expires_at = EXCLUDED.expires_at, last_used = EXCLUDED.last_used, url_hash = EXCLUDED.url_hash
                 """, logger: logger)
             // The trim, when due, runs in what is left of the store's time.
             let due: Bool = self.state.withLockedValue { state in
@@ -219,6 +266,19 @@ public final class PostgresCacheStorage: CacheStorage {
         _ = await bounded("remove") { [logger, names] (session: Session<Void>) in
             try await session.connection.query(
                 "DELETE FROM \(unescaped: names.table) WHERE key_hash = \(hash)", logger: logger)
+        }
+    }
+
+    /// Keeps a private answer per identity, in a row of its own: `true`.
+    public var keepsVariants: Bool { true }
+
+    /// Removes the row of a URL's key and the rows of all its variants, in one statement (rows
+    /// written before 1.2 have no `url_hash`: theirs is their `key_hash`).
+    public func removeVariants(of key: String) async {
+        let hash = Self.hash(key)
+        _ = await bounded("remove") { [logger, names] (session: Session<Void>) in
+            try await session.connection.query(
+                "DELETE FROM \(unescaped: names.table) WHERE key_hash = \(hash) OR url_hash = \(hash)", logger: logger)
         }
     }
 
@@ -255,6 +315,18 @@ public final class PostgresCacheStorage: CacheStorage {
             for statement in names.schema {
                 try await connection.query(statement, logger: logger)
             }
+            // A table of an earlier version has no `url_hash` (the URL a variant's row belongs
+            // to): added once. Looked up first, since `ALTER TABLE` locks the table even when it
+            // has nothing to do.
+            let columns = try await connection.query(
+                """
+                SELECT count(*)::bigint FROM pg_attribute
+                WHERE attrelid = \(names.table)::regclass AND attname = 'url_hash' AND NOT attisdropped
+                """, logger: logger)
+            var hasURLHash: Int64 = 0
+            for try await count in columns.decode(Int64.self) { hasURLHash = count }
+            if hasURLHash == 0 { try await connection.query(names.addURLHash, logger: logger) }
+            try await connection.query(names.urlHashIndexSchema, logger: logger)
             // The running total of `bytes` (what the trim compares with `maxBytes`, without
             // summing the table) is kept by triggers; they are created, and the total counted
             // once, when they are missing (a table of an older version, or created by hand).
@@ -560,6 +632,12 @@ public final class PostgresCacheStorage: CacheStorage {
     /// The row's key: SHA-256 of the cache key (the URL never reaches the table).
     static func hash(_ key: String) -> Data { Data(SHA256.hash(data: Data(key.utf8))) }
 
+    /// The URL's key of a variant key (what comes before its line feed); `nil` for a URL's key.
+    static func urlKey(of key: String) -> String? {
+        guard let end = key.utf8.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+        return String(key[..<end])
+    }
+
     static func isPlainName(_ name: String) -> Bool {
         let bytes = Array(name.utf8)
         guard let first = bytes.first, bytes.count <= 63, !(UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first)
@@ -727,6 +805,7 @@ extension PostgresCacheStorage {
         let table: String
         let lastUsedIndex: String
         let expiresAtIndex: String
+        let urlHashIndex: String
         /// The table of one row holding the sum of `bytes`.
         let total: String
         /// The trigger function that keeps `total`.
@@ -736,6 +815,7 @@ extension PostgresCacheStorage {
             table = PostgresCacheStorage.quoted(name)
             lastUsedIndex = PostgresCacheStorage.quoted(Self.derived(name, "_last_used"))
             expiresAtIndex = PostgresCacheStorage.quoted(Self.derived(name, "_expires_at"))
+            urlHashIndex = PostgresCacheStorage.quoted(Self.derived(name, "_url_hash"))
             total = PostgresCacheStorage.quoted(Self.derived(name, "_total"))
             function = PostgresCacheStorage.quoted(Self.derived(name, "_total_update"))
         }
@@ -757,7 +837,8 @@ extension PostgresCacheStorage {
                     entry bytea NOT NULL,
                     bytes integer NOT NULL,
                     expires_at timestamptz NOT NULL,
-                    last_used timestamptz NOT NULL)
+                    last_used timestamptz NOT NULL,
+                    url_hash bytea)
                 """,
                 "CREATE INDEX IF NOT EXISTS \(unescaped: lastUsedIndex) ON \(unescaped: table) (last_used)",
                 "CREATE INDEX IF NOT EXISTS \(unescaped: expiresAtIndex) ON \(unescaped: table) (expires_at)",
@@ -766,6 +847,15 @@ extension PostgresCacheStorage {
                     one boolean PRIMARY KEY DEFAULT true CHECK (one), total bigint NOT NULL)
                 """,
             ]
+        }
+
+        /// What a table of an earlier version lacks: the column naming the URL a row belongs to
+        /// (a variant's row).
+        var addURLHash: PostgresQuery { "ALTER TABLE \(unescaped: table) ADD COLUMN IF NOT EXISTS url_hash bytea" }
+
+        /// The index removing a URL's variants reads (after the column exists).
+        var urlHashIndexSchema: PostgresQuery {
+            "CREATE INDEX IF NOT EXISTS \(unescaped: urlHashIndex) ON \(unescaped: table) (url_hash)"
         }
 
         /// The running total: a function, four statement triggers (each statement adds what it

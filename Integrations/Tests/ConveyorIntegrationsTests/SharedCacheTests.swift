@@ -563,17 +563,19 @@ extension SharedCacheTests {
         let offset = NIOLockedValueBox<TimeInterval>(0)
         let outcome = NIOLockedValueBox("none")
 
-        init(base: URL, database: PostgresClient, table: String) throws {
+        init(base: URL, database: PostgresClient, table: String, identityKey: String?) throws {
             self.base = base
             self.database = database
             let offset = offset
             let now: @Sendable () -> Date = { Date().addingTimeInterval(offset.withLockedValue { $0 }) }
-            let storage = try PostgresCacheStorage(client: database, table: table, timeout: .seconds(10), now: now)
+            let storage = try PostgresCacheStorage(
+                client: database, table: table, timeout: .seconds(10), now: now, identityKey: identityKey.map { Array($0.utf8) })
             self.storage = storage
             let recorder = Recorder(last: outcome)
             client = NetworkClient(baseURL: base, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient)) {
                 recorder
-                CacheBehavior(storage: storage, now: now)
+                // The `X-Account` header names the account (as the cache-peer process does).
+                CacheBehavior(storage: storage, now: now, account: { request, _ in request.headers["X-Account"] })
             }
         }
 
@@ -610,13 +612,16 @@ extension SharedCacheTests {
         func tableBytes() async throws -> Data {
             var all = Data()
             let rows = try await database.query(
-                "SELECT key_hash, entry, bytes::text, expires_at::text, last_used::text FROM \(unescaped: storage.table)")
-            for try await (hash, entry, bytes, expires, used) in rows.decode((Data, Data, String, String, String).self) {
+                """
+                SELECT key_hash, entry, bytes::text, expires_at::text, last_used::text, coalesce(url_hash, ''::bytea)
+                FROM \(unescaped: storage.table)
+                """)
+            for try await (hash, entry, bytes, expires, used, url) in rows.decode((Data, Data, String, String, String, Data).self) {
                 var rest = entry
                 if let body = CachedResponse(encoded: entry)?.body, !body.isEmpty, let range = rest.range(of: body) {
                     rest.removeSubrange(range)
                 }
-                all += hash + rest + Data((bytes + expires + used).utf8)
+                all += hash + url + rest + Data((bytes + expires + used).utf8)
             }
             return all
         }
@@ -638,10 +643,13 @@ extension SharedCacheTests {
         private var buffer = Data()
         private let queue = DispatchQueue(label: "cache-peer")
 
-        init(base: URL, database: URL, table: String) throws {
+        init(base: URL, database: URL, table: String, identityKey: String?) throws {
             let executable = try #require(BuiltExecutable.url("cache-peer"), "cache-peer was not built")
             process.executableURL = executable
             process.arguments = [base.absoluteString, database.absoluteString, table]
+            var environment = ProcessInfo.processInfo.environment
+            environment["CACHE_PEER_IDENTITY_KEY"] = identityKey
+            process.environment = environment
             let stdin = Pipe()
             let stdout = Pipe()
             process.standardInput = stdin
@@ -700,15 +708,20 @@ extension SharedCacheTests {
     }
 
     /// This process and a child, both caching in one new table of the shared database, against one server.
-    func withTwoProcesses(_ body: (Here, Child, Counter) async throws -> Void) async throws {
+    /// The identity key both processes share (as every instance of a fleet must).
+    static let identityKey = "test-fleet-identity-key-7c1e"
+
+    func withTwoProcesses(
+        identityKey: String? = SharedCacheTests.identityKey, _ body: (Here, Child, Counter) async throws -> Void
+    ) async throws {
         let postgres = try await TestPostgres.shared()
         let database = PostgresClient(configuration: Self.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
         let runner = Task { await database.run() }
         defer { runner.cancel() }
         let table = Self.uniqueTable()
         try await LocalServer.withServer { server in
-            let here = try Here(base: server.baseURL, database: database, table: table)
-            let child = try Child(base: server.baseURL, database: postgres.url, table: table)
+            let here = try Here(base: server.baseURL, database: database, table: table, identityKey: identityKey)
+            let child = try Child(base: server.baseURL, database: postgres.url, table: table, identityKey: identityKey)
             defer { child.finish() }
             try await body(here, child, Counter(server: server))
         }
