@@ -11,7 +11,8 @@ public import PostgresNIO
 ///
 /// ```swift
 /// let database = PostgresClient(configuration: configuration, backgroundLogger: logger)
-/// let storage = try PostgresCacheStorage(client: database, maxBytes: 256 * 1024 * 1024, logger: logger)
+/// let storage = try PostgresCacheStorage(
+///     client: database, maxBytes: 256 * 1024 * 1024, logger: logger, identityKey: secrets.cacheIdentityKey)
 /// let upstream = NetworkClient(baseURL: api, transport: transport) {
 ///     AuthTokenBehavior(tokens: tokens)
 ///     CacheBehavior(storage: storage)
@@ -24,10 +25,12 @@ public import PostgresNIO
 /// - **The cache's rules are ``Conveyor/CacheBehavior``'s**: freshness, revalidation, `Vary`,
 ///   `no-store`, private answers only for the same credentials and unsafe methods removing entries
 ///   work across processes, since every process reads the one row of a URL.
-/// - **No credential is stored.** A row holds the SHA-256 of the entry's key (the URL is not
-///   stored), the entry as ``Conveyor/CachedResponse/encoded()`` writes it (credential headers
-///   and `Set-Cookie` left out; the credentials of a private answer only as a SHA-256), its size
-///   and two times.
+/// - **No credential is stored, nor anything that confirms a guessed one.** A row holds the
+///   SHA-256 of the entry's key and of its URL's key (the URL is not stored), the entry as
+///   ``Conveyor/CachedResponse/encoded()`` writes it (credential headers and `Set-Cookie` left
+///   out), its size and two times. With an `identityKey`, private answers are kept per identity
+///   (a row per variant) and identities only as an HMAC-SHA256 under the key; without one, no
+///   private answer is stored and no digest at all.
 /// - **Bounded.** An entry larger than `maxBytes` is not stored. Rows past their use (stale
 ///   without a validator, or stale for longer than `keepStale`) and the least recently used rows
 ///   beyond `maxBytes` are deleted by ``trim()``, which stores run after every tenth of

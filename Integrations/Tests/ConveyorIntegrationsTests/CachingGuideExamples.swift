@@ -9,9 +9,13 @@ import PostgresNIO
 // written (DocExamplesTests checks that they agree). Never run: they name weather.example.com.
 // SharedCacheTests runs the same code against a real PostgreSQL.
 enum CachingGuideExamples {
-    func sharedUpstream(database: PostgresClient, transport: AsyncHTTPClientTransport, logger: Logger) throws -> NetworkClient {
+    func sharedUpstream(
+        database: PostgresClient, transport: AsyncHTTPClientTransport, identityKey: [UInt8], logger: Logger
+    ) throws -> NetworkClient {
         // Run the PostgresClient for as long as the client is used: in the service group, or `database.run()`.
-        let storage = try PostgresCacheStorage(client: database, maxBytes: 256 * 1024 * 1024, logger: logger)
+        // identityKey: at least 16 secret bytes from the configuration, the same on every instance.
+        let storage = try PostgresCacheStorage(
+            client: database, maxBytes: 256 * 1024 * 1024, logger: logger, identityKey: identityKey)
         return NetworkClient(baseURL: URL(string: "https://weather.example.com")!, transport: transport) {
             CacheBehavior(storage: storage)
         }

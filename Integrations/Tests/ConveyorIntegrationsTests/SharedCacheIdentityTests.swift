@@ -1,7 +1,11 @@
+import AsyncHTTPClient
+import Conveyor
+import ConveyorAsyncHTTPClient
 import ConveyorPostgres
 import Crypto
 import Foundation
 import IntegrationsTestSupport
+import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 
@@ -159,5 +163,94 @@ extension SharedCacheTests {
         #expect(throws: PostgresCacheStorage.ConfigurationError.identityKeyTooShort) {
             _ = try PostgresCacheStorage(client: database, identityKey: Array("short".utf8))
         }
+    }
+}
+
+/// The fleet's figure for private answers (BENCHMARKS.md, "Private answers on a fleet"): 1,000
+/// users, each asking three times for the same per-user URL, spread over four instances (each its
+/// own `PostgresClient`, storage and client over one table), 32 requests in flight. With a
+/// private answer per identity every user's first request is the only one to reach the upstream;
+/// with one entry per URL (a storage that keeps no variants, as before) almost none is a hit.
+@Suite(.timeLimit(.minutes(3))) struct SharedCacheFleetFigureTests {
+    struct Run {
+        var upstream: Int
+        var hits: Int
+        var requests: Int
+        var hitRate: Double { Double(hits) / Double(requests) }
+    }
+
+    /// One entry per URL: the Postgres storage without its variants.
+    final class OneEntryPerURL: CacheStorage {
+        let base: PostgresCacheStorage
+        init(_ base: PostgresCacheStorage) { self.base = base }
+        func entry(for key: String) async -> CachedResponse? { await base.entry(for: key) }
+        func store(_ entry: CachedResponse, for key: String) async { await base.store(entry, for: key) }
+        func removeEntry(for key: String) async { await base.removeEntry(for: key) }
+        func removeAll() async { await base.removeAll() }
+        var credentialDigest: CacheCredentialDigest { base.credentialDigest }
+    }
+
+    func run(variants: Bool, users: Int = 1_000, asks: Int = 3, instances: Int = 4) async throws -> Run {
+        let postgres = try await TestPostgres.shared()
+        let table = SharedCacheTests.uniqueTable()
+        let name = UUID().uuidString
+        let databases = (0..<instances).map { _ in
+            PostgresClient(configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
+        }
+        return try await withThrowingTaskGroup(of: Void.self) { runners in
+            for database in databases { runners.addTask { await database.run() } }
+            defer { runners.cancelAll() }
+            return try await LocalServer.withServer { server in
+                let hits = NIOLockedValueBox(0)
+                let clients = try databases.map { database in
+                    let storage = try PostgresCacheStorage(
+                        client: database, table: table, timeout: .seconds(10),
+                        identityKey: Array(SharedCacheTests.identityKey.utf8))
+                    let cache: any CacheStorage = variants ? storage : OneEntryPerURL(storage)
+                    return NetworkClient(baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient)) {
+                        HitCounter(hits: hits)
+                        CacheBehavior(storage: cache)
+                    }
+                }
+                // Request i: user i % users (so each user's asks are `users` requests apart),
+                // on instance i % instances; 32 in flight.
+                let total = users * asks
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for index in 0..<total {
+                        if index >= 32 { try await group.next() }
+                        let client = clients[index % instances]
+                        let user = index % users
+                        group.addTask {
+                            let request = Request<Data>(
+                                path: "/cache/\(name)?\(SharedCacheTests.privately)",
+                                headers: ["Authorization": "Bearer user-\(user)-token"])
+                            _ = try await client.send(request)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                let upstream = try await SharedCacheTests.Counter(server: server).count(name)
+                return Run(upstream: upstream, hits: hits.withLockedValue { $0 }, requests: total)
+            }
+        }
+    }
+
+    @Test func aThousandUsersOnFourInstancesReachTheUpstreamOnceEach() async throws {
+        let kept = try await run(variants: true)
+        let replaced = try await run(variants: false)
+        print(
+            "private answers, 1,000 users × 3 asks on 4 instances: per identity \(kept.upstream) upstream calls, "
+                + "hit rate \(String(format: "%.1f", kept.hitRate * 100)) %; one entry per URL \(replaced.upstream) calls, "
+                + "hit rate \(String(format: "%.1f", replaced.hitRate * 100)) %")
+        #expect(kept.upstream == 1_000 && kept.hits == 2_000)
+        #expect(replaced.hitRate < 0.05, "one entry per URL: \(replaced)")
+    }
+}
+
+/// Counts the requests the cache answered from storage.
+struct HitCounter: SuccessObserving {
+    let hits: NIOLockedValueBox<Int>
+    func afterSuccess(_ response: HTTPResponse, context: RequestContext) async {
+        if context[CacheOutcome.self] == .hit { hits.withLockedValue { $0 += 1 } }
     }
 }

@@ -57,12 +57,16 @@ public struct ServiceConfiguration: Sendable {
     public var cacheDatabase: URL?
     /// How long one call to that database may take before it counts as a miss.
     public var cacheDatabaseTimeout: Duration
+    /// The secret (at least 16 bytes, the same on every instance) under which the shared cache
+    /// writes identities, so it may keep private answers; `nil` keeps only shared ones.
+    public var cacheIdentityKey: String?
 
     /// Creates the settings.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, upstream: UpstreamConfiguration, cacheDatabase: URL? = nil,
-        cacheDatabaseTimeout: Duration = .milliseconds(250)
+        cacheDatabaseTimeout: Duration = .milliseconds(250), cacheIdentityKey: String? = nil
     ) {
+        self.cacheIdentityKey = cacheIdentityKey
         self.host = host
         self.port = port
         self.upstream = upstream
@@ -71,7 +75,8 @@ public struct ServiceConfiguration: Sendable {
     }
 
     /// From the environment: `HOST`, `PORT`, `UPSTREAM_URL`, `UPSTREAM_CLIENT_ID`,
-    /// `UPSTREAM_CLIENT_SECRET`, `CACHE_DATABASE_URL`, `CACHE_DATABASE_TIMEOUT_MS`.
+    /// `UPSTREAM_CLIENT_SECRET`, `CACHE_DATABASE_URL`, `CACHE_DATABASE_TIMEOUT_MS`,
+    /// `CACHE_IDENTITY_KEY`.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment)
         -> ServiceConfiguration
     {
@@ -83,7 +88,8 @@ public struct ServiceConfiguration: Sendable {
                 clientID: environment["UPSTREAM_CLIENT_ID"] ?? "forecast-service",
                 clientSecret: environment["UPSTREAM_CLIENT_SECRET"] ?? ""),
             cacheDatabase: environment["CACHE_DATABASE_URL"].flatMap(URL.init(string:)),
-            cacheDatabaseTimeout: .milliseconds(environment["CACHE_DATABASE_TIMEOUT_MS"].flatMap(Int.init) ?? 250))
+            cacheDatabaseTimeout: .milliseconds(environment["CACHE_DATABASE_TIMEOUT_MS"].flatMap(Int.init) ?? 250),
+            cacheIdentityKey: environment["CACHE_IDENTITY_KEY"])
     }
 }
 
@@ -127,7 +133,13 @@ public func buildApplication(
         // PostgresNIO's 10 s, during which it would hold one of the pool's places (Docs/Caching.md).
         databaseConfiguration.options.connectTimeout = configuration.cacheDatabaseTimeout
         let database = PostgresClient(configuration: databaseConfiguration, backgroundLogger: logger)
-        cache = try PostgresCacheStorage(client: database, timeout: configuration.cacheDatabaseTimeout, logger: logger)
+        do {
+            cache = try PostgresCacheStorage(
+                client: database, timeout: configuration.cacheDatabaseTimeout, logger: logger,
+                identityKey: configuration.cacheIdentityKey.map { Array($0.utf8) })
+        } catch {
+            throw ConfigurationError(description: "CACHE_IDENTITY_KEY or the cache table: \(error)")
+        }
         services.append(database)
     }
     let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())

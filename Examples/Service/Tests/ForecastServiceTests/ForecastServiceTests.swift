@@ -33,7 +33,8 @@ struct Harness {
             upstream: UpstreamConfiguration(
                 baseURL: upstream, clientID: "forecast-service", clientSecret: UpstreamState.secret),
             // Generous: the first call also connects and creates the table, beside other test suites.
-            cacheDatabase: cacheDatabase, cacheDatabaseTimeout: .seconds(10))
+            cacheDatabase: cacheDatabase, cacheDatabaseTimeout: .seconds(10),
+            cacheIdentityKey: "forecast-tests-identity-key")
     }
 
     func application(
