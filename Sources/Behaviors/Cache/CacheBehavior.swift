@@ -51,6 +51,8 @@ public struct CacheBehavior: AttemptIntercepting {
     let digest: CacheCredentialDigest
     /// Whether private answers are kept per identity (the storage's ``CacheStorage/keepsVariants``).
     let keepsVariants: Bool
+    /// The storage, when it coordinates fills across processes.
+    let coordinator: (any CacheFillCoordinating)?
 
     /// Creates the behavior; identities are told apart by their credentials.
     /// - Parameters:
@@ -95,6 +97,7 @@ public struct CacheBehavior: AttemptIntercepting {
         self.account = account
         digest = storage.credentialDigest
         keepsVariants = storage.keepsVariants
+        coordinator = storage as? any CacheFillCoordinating
     }
 
     /// Answers a `GET` from storage when it can, revalidates a stale entry, stores what may be
@@ -117,26 +120,80 @@ public struct CacheBehavior: AttemptIntercepting {
         let key = Self.key(for: request.url)
         let credentials = identity(of: request, context: context)
         // With variants, one lookup finds the requester's own private entry or else the URL's.
-        var stored = await storage.entry(for: lookupKey(key, credentials))
-        if let entry = stored,
-            !entry.matches(request.headers, credentials: credentials, sensitive: request.sensitiveHeaders, digest: digest)
-        {
-            stored = nil
-        }
-        let place = Place(key: key, stored: stored.map { storageKey(of: $0, url: key) })
+        var stored = await lookUp(request, key: key, credentials: credentials)
 
         let requestTime = now()
         if let entry = stored, isFresh(entry, at: requestTime, for: requestControl, requester: credentials) {
             context[CacheOutcome.self] = .hit
-            var headers = entry.headers
-            headers["Age"] = String(Int(min(entry.age(at: requestTime), Double(CacheControl.maximumDelta))))
-            return HTTPResponse(status: entry.status, headers: headers, body: entry.body, request: request)
+            return Self.hit(entry, at: requestTime, for: request)
         }
         if requestControl.onlyIfCached {
             context[CacheOutcome.self] = .miss
             return HTTPResponse(status: 504, request: request)  // RFC 9111 §5.2.1.7
         }
+        guard let coordinator else {
+            return try await exchange(request, stored: stored, credentials: credentials, control: requestControl,
+                context: context, next: next).response
+        }
+        // Across a fleet, one process fetches what is missing or stale; the others wait for it.
+        var lease: CacheFillLease?
+        switch await coordinator.beginFill(of: key) {
+        case .fill(let taken):
+            lease = taken
+        case .wait:
+            await coordinator.waitForFill(of: key)
+            if let filled = await lookUp(request, key: key, credentials: credentials) {
+                let filledTime = now()
+                if isFresh(filled, at: filledTime, for: requestControl, requester: credentials) {
+                    context[CacheOutcome.self] = .hit
+                    return Self.hit(filled, at: filledTime, for: request)
+                }
+                stored = filled
+            }
+        case .fetch:
+            break
+        }
+        guard let lease else {
+            return try await exchange(request, stored: stored, credentials: credentials, control: requestControl,
+                context: context, next: next).response
+        }
+        let outcome: (response: HTTPResponse, shared: Bool)
+        do {
+            outcome = try await exchange(
+                request, stored: stored, credentials: credentials, control: requestControl, context: context, next: next)
+        } catch {
+            await coordinator.endFill(lease, shared: false)
+            throw error
+        }
+        await coordinator.endFill(lease, shared: outcome.shared)
+        return outcome.response
+    }
 
+    /// The entry a request may be answered with or revalidate: its identity's own, or the URL's.
+    private func lookUp(_ request: HTTPRequest, key: String, credentials: String) async -> CachedResponse? {
+        guard let entry = await storage.entry(for: lookupKey(key, credentials)),
+            entry.matches(request.headers, credentials: credentials, sensitive: request.sensitiveHeaders, digest: digest)
+        else { return nil }
+        return entry
+    }
+
+    /// A stored entry as the answer to `request`, with its `Age`.
+    private static func hit(_ entry: CachedResponse, at now: Date, for request: HTTPRequest) -> HTTPResponse {
+        var headers = entry.headers
+        headers["Age"] = String(Int(min(entry.age(at: now), Double(CacheControl.maximumDelta))))
+        return HTTPResponse(status: entry.status, headers: headers, body: entry.body, request: request)
+    }
+
+    /// Sends the request (conditional when `stored` has a validator) and stores what may be
+    /// stored. Returns the response and whether an entry was stored under the URL's key, where
+    /// every identity finds it.
+    private func exchange(
+        _ request: HTTPRequest, stored: CachedResponse?, credentials: String, control requestControl: CacheControl,
+        context: RequestContext, next: InterceptNext
+    ) async throws -> (response: HTTPResponse, shared: Bool) {
+        let key = Self.key(for: request.url)
+        let place = Place(key: key, stored: stored.map { storageKey(of: $0, url: key) })
+        let requestTime = now()
         var conditional = request
         if let entry = stored {
             if let tag = entry.entityTag { conditional.headers["If-None-Match"] = tag }
@@ -156,18 +213,21 @@ public struct CacheBehavior: AttemptIntercepting {
             let updated = entry.updated(
                 with: response.headers, requestTime: requestTime, responseTime: responseTime, requester: credentials,
                 sensitive: request.sensitiveHeaders)
+            var shared = false
             if CacheControl(response.headers).noStore {
                 if let old = place.stored { await storage.removeEntry(for: old) }
             } else {
-                await put(updated, place: place)
+                shared = await put(updated, place: place)
             }
             context[CacheOutcome.self] = .revalidated
-            return HTTPResponse(status: updated.status, headers: updated.headers, body: updated.body, request: response.request)
+            let answer = HTTPResponse(status: updated.status, headers: updated.headers, body: updated.body, request: response.request)
+            return (answer, shared)
         }
         context[CacheOutcome.self] = .miss
-        await keep(response, sentAt: requestTime, receivedAt: responseTime, place: place, credentials: credentials,
+        let shared = await keep(
+            response, sentAt: requestTime, receivedAt: responseTime, place: place, credentials: credentials,
             control: requestControl)
-        return response
+        return (response, shared)
     }
 
     /// Where a request's entry is looked up and stored: the URL's key, and the key the entry the
@@ -204,14 +264,16 @@ public struct CacheBehavior: AttemptIntercepting {
     /// The entry the request's lookup found is superseded by it wherever it was: under the
     /// requester's variant (a private answer that is now shared: it would hide the new one) or the
     /// URL's key (a shared answer that a `304` made private is no longer anyone's to share).
-    private func put(_ entry: CachedResponse, place: Place) async {
+    @discardableResult
+    private func put(_ entry: CachedResponse, place: Place) async -> Bool {
         guard let entry = Self.allowed(entry, by: digest) else {
             if let old = place.stored { await storage.removeEntry(for: old) }
-            return
+            return false
         }
         let target = storageKey(of: entry, url: place.key)
         await storage.store(entry, for: target)
         if let old = place.stored, old != target { await storage.removeEntry(for: old) }
+        return target == place.key
     }
 
     /// `entry` as a storage with digests `digest` may keep it: as it is, without its fetcher's
@@ -229,13 +291,13 @@ public struct CacheBehavior: AttemptIntercepting {
     private func fetch(
         _ request: HTTPRequest, place: Place, credentials: String, control: CacheControl, context: RequestContext,
         next: InterceptNext
-    ) async throws -> HTTPResponse {
+    ) async throws -> (response: HTTPResponse, shared: Bool) {
         let requestTime = now()
         let response = try await next(request)
         context[CacheOutcome.self] = .miss
-        await keep(response, sentAt: requestTime, receivedAt: now(), place: place, credentials: credentials,
-            control: control)
-        return response
+        let shared = await keep(
+            response, sentAt: requestTime, receivedAt: now(), place: place, credentials: credentials, control: control)
+        return (response, shared)
     }
 
     /// Stores a response if it may be stored; otherwise removes the entry it supersedes (unless
@@ -243,15 +305,16 @@ public struct CacheBehavior: AttemptIntercepting {
     private func keep(
         _ response: HTTPResponse, sentAt requestTime: Date, receivedAt responseTime: Date, place: Place,
         credentials: String, control: CacheControl
-    ) async {
+    ) async -> Bool {
         if let entry = Self.storable(response, credentials: credentials, requestControl: control,
             requestTime: requestTime, responseTime: responseTime, digest: digest)
         {
-            await put(entry, place: place)
+            return await put(entry, place: place)
         } else if let old = place.stored, response.status != 304, response.status < 500 {
             // A new answer supersedes the entry; a server error says nothing about it.
             await storage.removeEntry(for: old)
         }
+        return false
     }
 
     /// Whether a plain request (no `Cache-Control` of its own) with credentials of digest

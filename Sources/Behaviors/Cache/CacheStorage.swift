@@ -1,3 +1,5 @@
+public import Foundation
+
 /// Where ``CacheBehavior`` keeps responses: one ``CachedResponse`` per key (the cache makes the
 /// key from the request's URL; what a request must match besides it travels in the entry).
 ///
@@ -105,5 +107,62 @@ public struct CacheCredentialDigest: Sendable, Equatable {
         case .sha256, .none: SHA256.hex(text)
         case .keyed(let key): "hmac:" + SHA256.hexString(SHA256.hmac(key: key, message: Array(text.utf8)))
         }
+    }
+}
+
+/// A storage several processes share that lets one of them fetch a missing or stale answer while
+/// the others wait for it, instead of every process asking the origin at once (a cold entry, or
+/// one that expires under load, across a fleet). ``CacheBehavior`` asks for a turn before it
+/// sends a `GET` it would store, by the URL's key: with ``CacheFillTurn/fill(_:)`` it fetches,
+/// stores and calls ``endFill(_:shared:)``; with ``CacheFillTurn/wait`` it calls
+/// ``waitForFill(of:)`` and looks the entry up again (and fetches itself if the wait brought
+/// nothing it may use); with ``CacheFillTurn/fetch`` it fetches at once.
+///
+/// A lease must end on its own (a process that took one may die): a storage bounds it in time,
+/// and ``waitForFill(of:)`` returns by then at the latest. None of the three ever throws: a
+/// storage that cannot coordinate says ``CacheFillTurn/fetch``.
+public protocol CacheFillCoordinating: CacheStorage {
+    /// Asks for the turn to fetch the answer for a URL's key.
+    /// - Parameter key: A URL's key.
+    func beginFill(of key: String) async -> CacheFillTurn
+    /// Ends a lease this process holds: its answer is stored, or it was not stored (the fetch
+    /// failed, or the answer may not be kept). Waiting processes then look the entry up.
+    /// - Parameters:
+    ///   - lease: The lease ``beginFill(of:)`` gave.
+    ///   - shared: Whether the answer was stored where every identity finds it (under the URL's
+    ///     key); `false` for a private answer or none. A storage may remember a private answer for
+    ///     a while and say ``CacheFillTurn/fetch`` for the URL, so that requests of other
+    ///     identities, which could not use it, do not wait for the next one.
+    func endFill(_ lease: CacheFillLease, shared: Bool) async
+    /// Waits until another process's lease on the key has ended: released, or expired. Returns
+    /// at once when the storage cannot tell, and by the lease's end at the latest.
+    /// - Parameter key: A URL's key.
+    func waitForFill(of key: String) async
+}
+
+/// What ``CacheFillCoordinating/beginFill(of:)`` answers.
+public enum CacheFillTurn: Sendable, Equatable {
+    /// This process fetches; end the lease with ``CacheFillCoordinating/endFill(_:shared:)``.
+    case fill(CacheFillLease)
+    /// Another process is fetching: wait for it, then look the entry up again.
+    case wait
+    /// Fetch without a lease (no coordination for this URL now).
+    case fetch
+}
+
+/// A lease on fetching one URL's answer.
+public struct CacheFillLease: Sendable, Hashable {
+    /// The URL's key.
+    public let key: String
+    /// Who holds it: unique per lease.
+    public let holder: UUID
+
+    /// Creates a lease for a storage's own bookkeeping.
+    /// - Parameters:
+    ///   - key: The URL's key.
+    ///   - holder: Unique per lease.
+    public init(key: String, holder: UUID) {
+        self.key = key
+        self.holder = holder
     }
 }

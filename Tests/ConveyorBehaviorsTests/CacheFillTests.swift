@@ -1,0 +1,119 @@
+import ConveyorPipeline
+import ConveyorTesting
+import Foundation
+import Testing
+
+@testable import ConveyorBehaviors
+
+/// `CacheBehavior` with a storage that coordinates fills (`CacheFillCoordinating`), on a scripted
+/// coordinator: who fetches, who waits, what a waiter gets, and that every lease it takes ends,
+/// whatever the exchange did. The PostgreSQL coordinator is proven across processes in the
+/// Integrations package (SharedCacheFillTests).
+@Suite struct CacheFillTests {
+    let mock = MockTransport(baseURL: apiURL)
+    let now = FakeNow()
+    let log = OutcomeLog()
+
+    func get(_ client: NetworkClient, token: String? = nil) async throws -> String {
+        var headers: HTTPHeaders = [:]
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return String(decoding: try await client.send(Request<HTTPResponse>(path: "/cold", headers: headers)).body, as: UTF8.self)
+    }
+
+    @Test func theFillerFetchesStoresAndEndsItsLeaseSayingWhetherTheAnswerIsShared() async throws {
+        let storage = Coordinated(turns: [.fill, .fill])
+        let client = cacheClient(mock, now: now, storage: storage, log: log)
+        mock.enqueue(.text("public", headers: ["Cache-Control": "public, max-age=60"]))
+        #expect(try await get(client, token: "a") == "public")
+        mock.enqueue(.text("mine", headers: ["Cache-Control": "private, max-age=60"]))
+        now.advance(61)
+        #expect(try await get(client, token: "a") == "mine")
+        #expect(storage.ended == [true, false] && storage.outstanding == 0)
+        // A hit asks for no turn.
+        #expect(try await get(client, token: "a") == "mine" && storage.begun == 2)
+    }
+
+    @Test func aLeaseEndsWhenTheExchangeFails() async throws {
+        let storage = Coordinated(turns: [.fill])
+        let client = cacheClient(mock, now: now, storage: storage, log: log)
+        mock.enqueue(.failure(URLError(.timedOut)))
+        await #expect(throws: NetworkError.self) { try await get(client) }
+        #expect(storage.ended == [false] && storage.outstanding == 0)
+    }
+
+    @Test func aWaiterIsAnsweredWithWhatTheFillerStoredWithoutTheNetwork() async throws {
+        let storage = Coordinated(turns: [.wait])
+        // While it waits, another process stores the answer.
+        storage.duringWait = { storage in
+            let entry = CacheBehavior.storable(
+                HTTPResponse(
+                    status: 200, headers: ["Cache-Control": "public, max-age=60"], body: Data("filled".utf8),
+                    request: HTTPRequest(method: .get, url: URL(string: "https://api.test/v1/cold")!)),
+                credentials: "", requestControl: CacheControl(), requestTime: now.date, responseTime: now.date)
+            if let entry { await storage.base.store(entry, for: "https://api.test/v1/cold") }
+        }
+        let client = cacheClient(mock, now: now, storage: storage, log: log)
+        #expect(try await get(client, token: "a") == "filled")
+        #expect(mock.requests.isEmpty && log.last == .hit && storage.waits == 1)
+    }
+
+    @Test func aWaiterWhomTheWaitBroughtNothingFetchesItself() async throws {
+        let storage = Coordinated(turns: [.wait, .fetch])
+        let client = cacheClient(mock, now: now, storage: storage, log: log)
+        mock.enqueue(.text("own", headers: ["Cache-Control": "private, max-age=60"]), .text("again"))
+        #expect(try await get(client, token: "a") == "own")
+        #expect(try await get(client, token: "b") == "again")
+        #expect(mock.requests.count == 2 && storage.waits == 1 && storage.ended.isEmpty)
+    }
+}
+
+/// A memory storage that coordinates fills by a script of turns and records what it was asked.
+private final class Coordinated: CacheFillCoordinating {
+    enum Turn { case fill, wait, fetch }
+    let base = MemoryCacheStorage()
+    private let state: Locked<(turns: [Turn], begun: Int, ended: [Bool], outstanding: Int, waits: Int)>
+    var duringWait: (@Sendable (Coordinated) async -> Void)? {
+        get { hook.withLock { $0 } }
+        set { hook.withLock { $0 = newValue } }
+    }
+    private let hook = Locked<(@Sendable (Coordinated) async -> Void)?>(nil)
+
+    init(turns: [Turn]) { state = Locked((turns, 0, [], 0, 0)) }
+    var begun: Int { state.withLock { $0.begun } }
+    var ended: [Bool] { state.withLock { $0.ended } }
+    var outstanding: Int { state.withLock { $0.outstanding } }
+    var waits: Int { state.withLock { $0.waits } }
+
+    func entry(for key: String) async -> CachedResponse? { await base.entry(for: key) }
+    func store(_ entry: CachedResponse, for key: String) async { await base.store(entry, for: key) }
+    func removeEntry(for key: String) async { await base.removeEntry(for: key) }
+    func removeAll() async { await base.removeAll() }
+    var keepsVariants: Bool { true }
+    func removeVariants(of key: String) async { await base.removeVariants(of: key) }
+
+    func beginFill(of key: String) async -> CacheFillTurn {
+        state.withLock { state in
+            state.begun += 1
+            let turn = state.turns.isEmpty ? .fetch : state.turns.removeFirst()
+            switch turn {
+            case .fill:
+                state.outstanding += 1
+                return .fill(CacheFillLease(key: key, holder: UUID()))
+            case .wait: return .wait
+            case .fetch: return .fetch
+            }
+        }
+    }
+
+    func endFill(_ lease: CacheFillLease, shared: Bool) async {
+        state.withLock { state in
+            state.outstanding -= 1
+            state.ended.append(shared)
+        }
+    }
+
+    func waitForFill(of key: String) async {
+        state.withLock { $0.waits += 1 }
+        await duringWait?(self)
+    }
+}
