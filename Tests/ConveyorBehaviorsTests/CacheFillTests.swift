@@ -20,7 +20,7 @@ import Testing
         return String(decoding: try await client.send(Request<HTTPResponse>(path: "/cold", headers: headers)).body, as: UTF8.self)
     }
 
-    @Test func theFillerFetchesStoresAndEndsItsLeaseSayingWhetherTheAnswerIsShared() async throws {
+    @Test func theFillerFetchesStoresAndEndsItsLeaseSayingWhatItStored() async throws {
         let storage = Coordinated(turns: [.fill, .fill])
         let client = cacheClient(mock, now: now, storage: storage, log: log)
         mock.enqueue(.text("public", headers: ["Cache-Control": "public, max-age=60"]))
@@ -28,7 +28,7 @@ import Testing
         mock.enqueue(.text("mine", headers: ["Cache-Control": "private, max-age=60"]))
         now.advance(61)
         #expect(try await get(client, token: "a") == "mine")
-        #expect(storage.ended == [true, false] && storage.outstanding == 0)
+        #expect(storage.ended == [.sharedAnswer, .privateAnswer] && storage.outstanding == 0)
         // A hit asks for no turn.
         #expect(try await get(client, token: "a") == "mine" && storage.begun == 2)
     }
@@ -38,7 +38,7 @@ import Testing
         let client = cacheClient(mock, now: now, storage: storage, log: log)
         mock.enqueue(.failure(URLError(.timedOut)))
         await #expect(throws: NetworkError.self) { try await get(client) }
-        #expect(storage.ended == [false] && storage.outstanding == 0)
+        #expect(storage.ended == [.nothing] && storage.outstanding == 0)
     }
 
     @Test func aWaiterIsAnsweredWithWhatTheFillerStoredWithoutTheNetwork() async throws {
@@ -57,6 +57,23 @@ import Testing
         #expect(mock.requests.isEmpty && log.last == .hit && storage.waits == 1)
     }
 
+    @Test func aFillerLooksOnceMoreBeforeAskingTheOrigin() async throws {
+        // Between this request's lookup and its turn, another process stored the answer and
+        // released its lease: the turn is taken, the entry found, the lease ended, no request sent.
+        let storage = Coordinated(turns: [.fill])
+        storage.duringBegin = { storage in
+            let entry = CacheBehavior.storable(
+                HTTPResponse(
+                    status: 200, headers: ["Cache-Control": "public, max-age=60"], body: Data("filled".utf8),
+                    request: HTTPRequest(method: .get, url: URL(string: "https://api.test/v1/cold")!)),
+                credentials: "", requestControl: CacheControl(), requestTime: now.date, responseTime: now.date)
+            if let entry { await storage.base.store(entry, for: "https://api.test/v1/cold") }
+        }
+        let client = cacheClient(mock, now: now, storage: storage, log: log)
+        #expect(try await get(client) == "filled")
+        #expect(mock.requests.isEmpty && storage.ended == [.nothing] && storage.outstanding == 0)
+    }
+
     @Test func aWaiterWhomTheWaitBroughtNothingFetchesItself() async throws {
         let storage = Coordinated(turns: [.wait, .fetch])
         let client = cacheClient(mock, now: now, storage: storage, log: log)
@@ -71,16 +88,21 @@ import Testing
 private final class Coordinated: CacheFillCoordinating {
     enum Turn { case fill, wait, fetch }
     let base = MemoryCacheStorage()
-    private let state: Locked<(turns: [Turn], begun: Int, ended: [Bool], outstanding: Int, waits: Int)>
+    private let state: Locked<(turns: [Turn], begun: Int, ended: [CacheFillResult], outstanding: Int, waits: Int)>
     var duringWait: (@Sendable (Coordinated) async -> Void)? {
         get { hook.withLock { $0 } }
         set { hook.withLock { $0 = newValue } }
     }
     private let hook = Locked<(@Sendable (Coordinated) async -> Void)?>(nil)
+    var duringBegin: (@Sendable (Coordinated) async -> Void)? {
+        get { beginHook.withLock { $0 } }
+        set { beginHook.withLock { $0 = newValue } }
+    }
+    private let beginHook = Locked<(@Sendable (Coordinated) async -> Void)?>(nil)
 
     init(turns: [Turn]) { state = Locked((turns, 0, [], 0, 0)) }
     var begun: Int { state.withLock { $0.begun } }
-    var ended: [Bool] { state.withLock { $0.ended } }
+    var ended: [CacheFillResult] { state.withLock { $0.ended } }
     var outstanding: Int { state.withLock { $0.outstanding } }
     var waits: Int { state.withLock { $0.waits } }
 
@@ -92,7 +114,8 @@ private final class Coordinated: CacheFillCoordinating {
     func removeVariants(of key: String) async { await base.removeVariants(of: key) }
 
     func beginFill(of key: String) async -> CacheFillTurn {
-        state.withLock { state in
+        await duringBegin?(self)
+        return state.withLock { state in
             state.begun += 1
             let turn = state.turns.isEmpty ? .fetch : state.turns.removeFirst()
             switch turn {
@@ -105,10 +128,10 @@ private final class Coordinated: CacheFillCoordinating {
         }
     }
 
-    func endFill(_ lease: CacheFillLease, shared: Bool) async {
+    func endFill(_ lease: CacheFillLease, stored: CacheFillResult) async {
         state.withLock { state in
             state.outstanding -= 1
-            state.ended.append(shared)
+            state.ended.append(stored)
         }
     }
 

@@ -421,7 +421,8 @@ class Handler(BaseHTTPRequestHandler):
     #   counts every request to <name>; sends the given headers; answers a GET with 304 when its
     #   If-None-Match equals etag (or, without etag, its If-Modified-Since equals lm); the JSON body
     #   carries the count, the method and the value of the header named by vary (and, with
-    #   pad=N, N bytes of padding: a large body for the shared cache's concurrent writers).
+    #   pad=N, N bytes of padding: a large body for the shared cache's concurrent writers; with
+    #   delay=MS, it answers MS milliseconds later: a slow upstream for the fleet's one fill).
     # /cache/<name>/count  the count so far, without counting (proves whether the server was asked).
     def cache(self, parts, arg):
         key = "cache/" + parts[1]
@@ -431,6 +432,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, {"count": count})
             return
         count = bump(key)
+        if arg("delay") is not None:
+            time.sleep(min(int(arg("delay")), 30000) / 1000)
         names = (("cc", "Cache-Control"), ("etag", "ETag"), ("lm", "Last-Modified"), ("vary", "Vary"))
         headers = [(header, arg(param)) for param, header in names if arg(param) is not None]
         etag, modified = arg("etag"), arg("lm")

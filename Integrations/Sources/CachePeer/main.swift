@@ -3,8 +3,8 @@
 // by line from standard input, one JSON line of output per command.
 //
 //   cache-peer BASE_URL POSTGRES_URL TABLE
-//   (CACHE_PEER_IDENTITY_KEY in the environment: the storage's identity key; the `X-Account`
-//   request header names the account a request is made for)
+//   (CACHE_PEER_IDENTITY_KEY in the environment: the storage's identity key; CACHE_PEER_FILL_LEASE_MS:
+//   its fill lease; the `X-Account` request header names the account a request is made for)
 //   GET|POST|PUT|DELETE <tab> /path?query [<tab> Name: value]…  → {"status", "outcome", "body"}
 //   advance <tab> SECONDS        moves this process's clock (CacheBehavior's `now`) → {"ok": true}
 //   burst <tab> /path?query <tab> COUNT
@@ -63,8 +63,10 @@ let storage: PostgresCacheStorage
 do {
     // A generous timeout: this process checks the cache's rules, not a slow database.
     let key = ProcessInfo.processInfo.environment["CACHE_PEER_IDENTITY_KEY"].map { Array($0.utf8) }
+    let lease = ProcessInfo.processInfo.environment["CACHE_PEER_FILL_LEASE_MS"].flatMap(Int.init) ?? 5_000
     storage = try PostgresCacheStorage(
-        client: postgres, table: table, timeout: .seconds(10), logger: logger, now: now, identityKey: key)
+        client: postgres, table: table, timeout: .seconds(10), logger: logger, now: now, identityKey: key,
+        fillLease: .milliseconds(lease))
 } catch {
     fail("\(error)")
 }

@@ -56,7 +56,7 @@ public import PostgresNIO
 /// The table is created on first use (or by ``prepare()``) as `UNLOGGED`: PostgreSQL writes no
 /// WAL for it, and empties it after a crash (a cache may forget) and does not copy it to
 /// replicas.
-public final class PostgresCacheStorage: CacheStorage {
+public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     /// Why the storage could not be created.
     public enum ConfigurationError: Error, Hashable, CustomStringConvertible {
         /// The table name is not a lowercase SQL name (`a`–`z`, `0`–`9`, `_`, not starting with a
@@ -83,6 +83,9 @@ public final class PostgresCacheStorage: CacheStorage {
     public let maxBytes: Int
     /// How long one call may wait on the database before it counts as a miss.
     public let timeout: Duration
+    /// How long a process may hold the turn to fetch a missing or stale answer while the others
+    /// wait; `.zero` turns coordination off.
+    public let fillLease: Duration
 
     private let client: PostgresClient
     private let keepStale: TimeInterval
@@ -114,7 +117,15 @@ public final class PostgresCacheStorage: CacheStorage {
         var failing = false
         var bytesSinceTrim = 0
         var trimming = false
+        /// The waiters for another process's fill, by the URL's hash: one poll per URL.
+        var fillWaiters: [Data: [UUID: CheckedContinuation<Void, Never>]] = [:]
     }
+
+    /// How often a process waiting for another's fill asks whether it has ended.
+    static let fillPollInterval: Duration = .milliseconds(25)
+    /// How long after a private answer a URL's fills are not coordinated (other identities could
+    /// not use what the next filler stores, so they should not wait for it).
+    static let privateFillHint: TimeInterval = 300
 
     /// Creates a storage over a table of a database, without an identity key: no private answer
     /// is stored (nothing in the table could confirm a guessed credential), and an answer any
@@ -138,7 +149,7 @@ public final class PostgresCacheStorage: CacheStorage {
     ) throws(ConfigurationError) {
         try self.init(
             client: client, table: table, maxBytes: maxBytes, keepStale: keepStale, timeout: timeout, logger: logger,
-            clock: clock, now: now, identityKey: nil)
+            clock: clock, now: now, identityKey: nil, fillLease: .seconds(5))
     }
 
     /// Creates a storage over a table of a database; nothing is sent until the first call.
@@ -162,6 +173,9 @@ public final class PostgresCacheStorage: CacheStorage {
     ///   - identityKey: A secret of at least 16 bytes from the configuration, the same for every
     ///     process that shares the table (processes with different keys never match each other's
     ///     private answers), or `nil` to store no private answer at all.
+    ///   - fillLease: How long one process may hold the turn to fetch a missing or stale answer
+    ///     while the others wait for it (5 s by default; about the upstream's timeout); `.zero`
+    ///     lets every process fetch for itself.
     /// - Throws: ``ConfigurationError/invalidTableName(_:)``, or
     ///   ``ConfigurationError/identityKeyTooShort`` for a key under 16 bytes.
     public init(
@@ -169,7 +183,7 @@ public final class PostgresCacheStorage: CacheStorage {
         keepStale: Duration = .seconds(86_400), timeout: Duration = .milliseconds(250),
         logger: Logger = Logger(label: "conveyor.cache.postgres"),
         clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
-        identityKey: [UInt8]?
+        identityKey: [UInt8]?, fillLease: Duration = .seconds(5)
     ) throws(ConfigurationError) {
         guard Self.isPlainName(table) else { throw .invalidTableName(table) }
         if let identityKey, identityKey.count < 16 { throw .identityKeyTooShort }
@@ -179,6 +193,7 @@ public final class PostgresCacheStorage: CacheStorage {
         self.maxBytes = max(0, maxBytes)
         self.keepStale = max(0, Self.seconds(keepStale))
         self.timeout = timeout
+        self.fillLease = max(.zero, fillLease)
         self.logger = logger
         self.clock = clock
         self.now = now
@@ -283,6 +298,112 @@ public final class PostgresCacheStorage: CacheStorage {
             try await session.connection.query(
                 "DELETE FROM \(unescaped: names.table) WHERE key_hash = \(hash) OR url_hash = \(hash)", logger: logger)
         }
+    }
+
+    // MARK: - One fill across the fleet
+
+    /// Takes the URL's lease when no live one exists (one statement: an insert, or an update of
+    /// an expired lease), and otherwise says whether to wait for its holder or, after a private
+    /// answer, to fetch at once. A database that does not answer in time: fetch.
+    public func beginFill(of key: String) async -> CacheFillTurn {
+        guard fillLease > .zero else { return .fetch }
+        let hash = Self.hash(key)
+        let holder = UUID()
+        let now = now()
+        let until = now.addingTimeInterval(Self.seconds(fillLease))
+        let turn: CacheFillTurn? = await bounded("fill") { [logger, names] (session: Session<CacheFillTurn>) in
+            let rows = try await session.connection.query(
+                """
+                WITH taken AS (
+                    INSERT INTO \(unescaped: names.fill) AS f (key_hash, holder, until, private)
+                    VALUES (\(hash), \(holder), \(until), false)
+                    ON CONFLICT (key_hash) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until, private = false
+                    WHERE f.until <= \(now)
+                    RETURNING true)
+                SELECT true, false FROM taken
+                UNION ALL
+                SELECT false, private FROM \(unescaped: names.fill)
+                WHERE key_hash = \(hash) AND NOT EXISTS (SELECT 1 FROM taken)
+                """, logger: logger)
+            var turn = CacheFillTurn.fetch
+            for try await (mine, isPrivate) in rows.decode((Bool, Bool).self) {
+                turn = mine ? .fill(CacheFillLease(key: key, holder: holder)) : isPrivate ? .fetch : .wait
+            }
+            return turn
+        }
+        return turn ?? .fetch
+    }
+
+    /// Ends the lease: removes it, or after a private answer keeps it as a hint that the URL
+    /// answers privately, so its next fills are not waited for (``privateFillHint``).
+    public func endFill(_ lease: CacheFillLease, stored: CacheFillResult) async {
+        let hash = Self.hash(lease.key)
+        let holder = lease.holder
+        let hintUntil = now().addingTimeInterval(Self.privateFillHint)
+        _ = await bounded("fill end") { [logger, names] (session: Session<Void>) in
+            if stored == .privateAnswer {
+                try await session.connection.query(
+                    """
+                    UPDATE \(unescaped: names.fill) SET until = \(hintUntil), private = true
+                    WHERE key_hash = \(hash) AND holder = \(holder)
+                    """, logger: logger)
+            } else {
+                try await session.connection.query(
+                    "DELETE FROM \(unescaped: names.fill) WHERE key_hash = \(hash) AND holder = \(holder)", logger: logger)
+            }
+        }
+    }
+
+    /// Waits until the URL's lease has ended (released, expired, or turned into a private hint),
+    /// at most ``fillLease`` on `clock`, or until the caller is cancelled. The waiters of one URL
+    /// in this process share one poll of the database every 25 ms; a poll the database does not
+    /// answer ends the wait.
+    public func waitForFill(of key: String) async {
+        guard fillLease > .zero else { return }
+        let hash = Self.hash(key)
+        let id = UUID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let first: Bool = state.withLockedValue { state in
+                    let first = state.fillWaiters[hash] == nil
+                    state.fillWaiters[hash, default: [:]][id] = continuation
+                    return first
+                }
+                if Task.isCancelled { resumeWaiter(id, of: hash) }
+                if first { Task { await self.pollFill(hash) } }
+            }
+        } onCancel: {
+            resumeWaiter(id, of: hash)
+        }
+    }
+
+    private func resumeWaiter(_ id: UUID, of hash: Data) {
+        let waiter = state.withLockedValue { state in state.fillWaiters[hash]?.removeValue(forKey: id) }
+        waiter?.resume()
+    }
+
+    /// Polls the URL's lease until it has ended or ``fillLease`` has passed, then resumes every
+    /// waiter of the URL.
+    private func pollFill(_ hash: Data) async {
+        let deadline = clock.deadline(after: fillLease)
+        while !clock.hasPassed(deadline) {
+            let now = now()
+            let live: Bool? = await bounded("fill wait") { [logger, names] (session: Session<Bool>) in
+                let rows = try await session.connection.query(
+                    """
+                    SELECT until > \(now) AND NOT private FROM \(unescaped: names.fill) WHERE key_hash = \(hash)
+                    """, logger: logger)
+                var live = false
+                for try await value in rows.decode(Bool.self) { live = value }
+                return live
+            }
+            guard live == true else { break }
+            let stillWaited = state.withLockedValue { $0.fillWaiters[hash]?.isEmpty == false }
+            guard stillWaited else { break }
+            try? await clock.sleep(for: min(Self.fillPollInterval, clock.remaining(until: deadline)))
+        }
+        let waiters = state.withLockedValue { state in state.fillWaiters.removeValue(forKey: hash) ?? [:] }
+        for waiter in waiters.values { waiter.resume() }
     }
 
     /// Removes every row of the table (for every process that shares it).
@@ -404,6 +525,14 @@ public final class PostgresCacheStorage: CacheStorage {
                 if deleted < Self.trimBatchRows { break }
             }
         }
+        // Fill leases that ended without being released (a filler that died) and private hints
+        // that ran out: at most a batch, in what is left of the call's time.
+        if let remaining, remaining() <= timeout / 8 { return true }
+        try await connection.query(
+            """
+            DELETE FROM \(unescaped: names.fill) WHERE key_hash IN (
+                SELECT key_hash FROM \(unescaped: names.fill) WHERE until < \(now) LIMIT \(Self.trimBatchRows))
+            """, logger: logger)
         return true
     }
 
@@ -809,6 +938,8 @@ extension PostgresCacheStorage {
         let lastUsedIndex: String
         let expiresAtIndex: String
         let urlHashIndex: String
+        /// The table of fill leases (one row per URL being fetched, or answering privately).
+        let fill: String
         /// The table of one row holding the sum of `bytes`.
         let total: String
         /// The trigger function that keeps `total`.
@@ -819,6 +950,7 @@ extension PostgresCacheStorage {
             lastUsedIndex = PostgresCacheStorage.quoted(Self.derived(name, "_last_used"))
             expiresAtIndex = PostgresCacheStorage.quoted(Self.derived(name, "_expires_at"))
             urlHashIndex = PostgresCacheStorage.quoted(Self.derived(name, "_url_hash"))
+            fill = PostgresCacheStorage.quoted(Self.derived(name, "_fill"))
             total = PostgresCacheStorage.quoted(Self.derived(name, "_total"))
             function = PostgresCacheStorage.quoted(Self.derived(name, "_total_update"))
         }
@@ -845,6 +977,11 @@ extension PostgresCacheStorage {
                 """,
                 "CREATE INDEX IF NOT EXISTS \(unescaped: lastUsedIndex) ON \(unescaped: table) (last_used)",
                 "CREATE INDEX IF NOT EXISTS \(unescaped: expiresAtIndex) ON \(unescaped: table) (expires_at)",
+                """
+                CREATE UNLOGGED TABLE IF NOT EXISTS \(unescaped: fill) (
+                    key_hash bytea PRIMARY KEY, holder uuid NOT NULL, until timestamptz NOT NULL,
+                    private boolean NOT NULL DEFAULT false)
+                """,
                 """
                 CREATE UNLOGGED TABLE IF NOT EXISTS \(unescaped: total) (
                     one boolean PRIMARY KEY DEFAULT true CHECK (one), total bigint NOT NULL)

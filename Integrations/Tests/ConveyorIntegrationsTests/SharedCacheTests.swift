@@ -643,12 +643,15 @@ extension SharedCacheTests {
         private var buffer = Data()
         private let queue = DispatchQueue(label: "cache-peer")
 
-        init(base: URL, database: URL, table: String, identityKey: String?) throws {
+        init(base: URL, database: URL, table: String, identityKey: String?, fillLease: Duration? = nil) throws {
             let executable = try #require(BuiltExecutable.url("cache-peer"), "cache-peer was not built")
             process.executableURL = executable
             process.arguments = [base.absoluteString, database.absoluteString, table]
             var environment = ProcessInfo.processInfo.environment
             environment["CACHE_PEER_IDENTITY_KEY"] = identityKey
+            if let fillLease {
+                environment["CACHE_PEER_FILL_LEASE_MS"] = String(fillLease.components.seconds * 1_000 + fillLease.components.attoseconds / 1_000_000_000_000_000)
+            }
             process.environment = environment
             let stdin = Pipe()
             let stdout = Pipe()
@@ -661,6 +664,17 @@ extension SharedCacheTests {
 
         func finish() {
             try? input.close()
+            process.waitUntilExit()
+        }
+
+        /// Writes a command without waiting for its answer (a request left in flight).
+        func start(_ method: String, _ path: String) {
+            queue.sync { input.write(Data("\(method)\t\(path)\n".utf8)) }
+        }
+
+        /// Ends the process at once, as a crash would (SIGKILL): nothing it holds is released.
+        func kill() {
+            Foundation.kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
 

@@ -139,6 +139,17 @@ public struct CacheBehavior: AttemptIntercepting {
         var lease: CacheFillLease?
         switch await coordinator.beginFill(of: key) {
         case .fill(let taken):
+            // Another process may have stored the answer and ended its lease between this
+            // request's lookup and its turn: look once more before asking the origin.
+            if let filled = await lookUp(request, key: key, credentials: credentials) {
+                let filledTime = now()
+                if isFresh(filled, at: filledTime, for: requestControl, requester: credentials) {
+                    await coordinator.endFill(taken, stored: .nothing)
+                    context[CacheOutcome.self] = .hit
+                    return Self.hit(filled, at: filledTime, for: request)
+                }
+                stored = filled
+            }
             lease = taken
         case .wait:
             await coordinator.waitForFill(of: key)
@@ -157,15 +168,15 @@ public struct CacheBehavior: AttemptIntercepting {
             return try await exchange(request, stored: stored, credentials: credentials, control: requestControl,
                 context: context, next: next).response
         }
-        let outcome: (response: HTTPResponse, shared: Bool)
+        let outcome: (response: HTTPResponse, stored: CacheFillResult)
         do {
             outcome = try await exchange(
                 request, stored: stored, credentials: credentials, control: requestControl, context: context, next: next)
         } catch {
-            await coordinator.endFill(lease, shared: false)
+            await coordinator.endFill(lease, stored: .nothing)
             throw error
         }
-        await coordinator.endFill(lease, shared: outcome.shared)
+        await coordinator.endFill(lease, stored: outcome.stored)
         return outcome.response
     }
 
@@ -185,12 +196,12 @@ public struct CacheBehavior: AttemptIntercepting {
     }
 
     /// Sends the request (conditional when `stored` has a validator) and stores what may be
-    /// stored. Returns the response and whether an entry was stored under the URL's key, where
-    /// every identity finds it.
+    /// stored. Returns the response and what was stored: under the URL's key (every identity
+    /// finds it), under the requester's variant, or nothing.
     private func exchange(
         _ request: HTTPRequest, stored: CachedResponse?, credentials: String, control requestControl: CacheControl,
         context: RequestContext, next: InterceptNext
-    ) async throws -> (response: HTTPResponse, shared: Bool) {
+    ) async throws -> (response: HTTPResponse, stored: CacheFillResult) {
         let key = Self.key(for: request.url)
         let place = Place(key: key, stored: stored.map { storageKey(of: $0, url: key) })
         let requestTime = now()
@@ -213,21 +224,21 @@ public struct CacheBehavior: AttemptIntercepting {
             let updated = entry.updated(
                 with: response.headers, requestTime: requestTime, responseTime: responseTime, requester: credentials,
                 sensitive: request.sensitiveHeaders)
-            var shared = false
+            var kept = CacheFillResult.nothing
             if CacheControl(response.headers).noStore {
                 if let old = place.stored { await storage.removeEntry(for: old) }
             } else {
-                shared = await put(updated, place: place)
+                kept = await put(updated, place: place)
             }
             context[CacheOutcome.self] = .revalidated
             let answer = HTTPResponse(status: updated.status, headers: updated.headers, body: updated.body, request: response.request)
-            return (answer, shared)
+            return (answer, kept)
         }
         context[CacheOutcome.self] = .miss
-        let shared = await keep(
+        let kept = await keep(
             response, sentAt: requestTime, receivedAt: responseTime, place: place, credentials: credentials,
             control: requestControl)
-        return (response, shared)
+        return (response, kept)
     }
 
     /// Where a request's entry is looked up and stored: the URL's key, and the key the entry the
@@ -265,15 +276,15 @@ public struct CacheBehavior: AttemptIntercepting {
     /// requester's variant (a private answer that is now shared: it would hide the new one) or the
     /// URL's key (a shared answer that a `304` made private is no longer anyone's to share).
     @discardableResult
-    private func put(_ entry: CachedResponse, place: Place) async -> Bool {
+    private func put(_ entry: CachedResponse, place: Place) async -> CacheFillResult {
         guard let entry = Self.allowed(entry, by: digest) else {
             if let old = place.stored { await storage.removeEntry(for: old) }
-            return false
+            return .nothing
         }
         let target = storageKey(of: entry, url: place.key)
         await storage.store(entry, for: target)
         if let old = place.stored, old != target { await storage.removeEntry(for: old) }
-        return target == place.key
+        return target == place.key ? .sharedAnswer : .privateAnswer
     }
 
     /// `entry` as a storage with digests `digest` may keep it: as it is, without its fetcher's
@@ -291,13 +302,13 @@ public struct CacheBehavior: AttemptIntercepting {
     private func fetch(
         _ request: HTTPRequest, place: Place, credentials: String, control: CacheControl, context: RequestContext,
         next: InterceptNext
-    ) async throws -> (response: HTTPResponse, shared: Bool) {
+    ) async throws -> (response: HTTPResponse, stored: CacheFillResult) {
         let requestTime = now()
         let response = try await next(request)
         context[CacheOutcome.self] = .miss
-        let shared = await keep(
+        let kept = await keep(
             response, sentAt: requestTime, receivedAt: now(), place: place, credentials: credentials, control: control)
-        return (response, shared)
+        return (response, kept)
     }
 
     /// Stores a response if it may be stored; otherwise removes the entry it supersedes (unless
@@ -305,7 +316,7 @@ public struct CacheBehavior: AttemptIntercepting {
     private func keep(
         _ response: HTTPResponse, sentAt requestTime: Date, receivedAt responseTime: Date, place: Place,
         credentials: String, control: CacheControl
-    ) async -> Bool {
+    ) async -> CacheFillResult {
         if let entry = Self.storable(response, credentials: credentials, requestControl: control,
             requestTime: requestTime, responseTime: responseTime, digest: digest)
         {
@@ -314,7 +325,7 @@ public struct CacheBehavior: AttemptIntercepting {
             // A new answer supersedes the entry; a server error says nothing about it.
             await storage.removeEntry(for: old)
         }
-        return false
+        return .nothing
     }
 
     /// Whether a plain request (no `Cache-Control` of its own) with credentials of digest

@@ -114,7 +114,7 @@ public struct CacheCredentialDigest: Sendable, Equatable {
 /// the others wait for it, instead of every process asking the origin at once (a cold entry, or
 /// one that expires under load, across a fleet). ``CacheBehavior`` asks for a turn before it
 /// sends a `GET` it would store, by the URL's key: with ``CacheFillTurn/fill(_:)`` it fetches,
-/// stores and calls ``endFill(_:shared:)``; with ``CacheFillTurn/wait`` it calls
+/// stores and calls ``endFill(_:stored:)``; with ``CacheFillTurn/wait`` it calls
 /// ``waitForFill(of:)`` and looks the entry up again (and fetches itself if the wait brought
 /// nothing it may use); with ``CacheFillTurn/fetch`` it fetches at once.
 ///
@@ -125,15 +125,14 @@ public protocol CacheFillCoordinating: CacheStorage {
     /// Asks for the turn to fetch the answer for a URL's key.
     /// - Parameter key: A URL's key.
     func beginFill(of key: String) async -> CacheFillTurn
-    /// Ends a lease this process holds: its answer is stored, or it was not stored (the fetch
-    /// failed, or the answer may not be kept). Waiting processes then look the entry up.
+    /// Ends a lease this process holds: its answer is stored, or nothing is. Waiting processes
+    /// then look the entry up.
     /// - Parameters:
     ///   - lease: The lease ``beginFill(of:)`` gave.
-    ///   - shared: Whether the answer was stored where every identity finds it (under the URL's
-    ///     key); `false` for a private answer or none. A storage may remember a private answer for
-    ///     a while and say ``CacheFillTurn/fetch`` for the URL, so that requests of other
-    ///     identities, which could not use it, do not wait for the next one.
-    func endFill(_ lease: CacheFillLease, shared: Bool) async
+    ///   - stored: What was stored. After a private answer (which other identities could not
+    ///     use), a storage may say ``CacheFillTurn/fetch`` for the URL for a while, so that the
+    ///     requests of other identities do not wait for the next one.
+    func endFill(_ lease: CacheFillLease, stored: CacheFillResult) async
     /// Waits until another process's lease on the key has ended: released, or expired. Returns
     /// at once when the storage cannot tell, and by the lease's end at the latest.
     /// - Parameter key: A URL's key.
@@ -142,12 +141,22 @@ public protocol CacheFillCoordinating: CacheStorage {
 
 /// What ``CacheFillCoordinating/beginFill(of:)`` answers.
 public enum CacheFillTurn: Sendable, Equatable {
-    /// This process fetches; end the lease with ``CacheFillCoordinating/endFill(_:shared:)``.
+    /// This process fetches; end the lease with ``CacheFillCoordinating/endFill(_:stored:)``.
     case fill(CacheFillLease)
     /// Another process is fetching: wait for it, then look the entry up again.
     case wait
     /// Fetch without a lease (no coordination for this URL now).
     case fetch
+}
+
+/// What a filler stored, for ``CacheFillCoordinating/endFill(_:stored:)``.
+public enum CacheFillResult: Sendable, Equatable {
+    /// An answer every identity finds (under the URL's key).
+    case sharedAnswer
+    /// An answer for the filler's identity alone.
+    case privateAnswer
+    /// Nothing: the exchange failed, or its answer may not be kept.
+    case nothing
 }
 
 /// A lease on fetching one URL's answer.

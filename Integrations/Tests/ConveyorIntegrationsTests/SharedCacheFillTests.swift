@@ -1,0 +1,195 @@
+import AsyncHTTPClient
+import Conveyor
+import ConveyorAsyncHTTPClient
+import ConveyorPostgres
+import Foundation
+import IntegrationsTestSupport
+import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+import Testing
+
+/// One fill across the fleet (`PostgresCacheStorage` as `CacheFillCoordinating`), against the
+/// real database: a cold entry asked for by four instances at once reaches the upstream once; a
+/// filler that dies holds the others at most its lease; a database that stalls holds a request at
+/// most the storage's timeout; after a private answer, other identities do not wait.
+@Suite(.timeLimit(.minutes(3))) struct SharedCacheFillTests {
+    struct Fleet {
+        let clients: [NetworkClient]
+        let storages: [PostgresCacheStorage]
+        /// Seconds every instance's clock (its cache's and its storage's `now`) is moved on by.
+        let offset: NIOLockedValueBox<TimeInterval>
+    }
+
+    /// `instances` instances over one table, each its own `PostgresClient`, storage, client and
+    /// bearer token (as the replicas of a service each sign in with a token of their own).
+    func withFleet<T: Sendable>(
+        instances: Int, fillLease: Duration = .seconds(5), timeout: Duration = .seconds(10),
+        _ body: @Sendable (Fleet, LocalServer, [PostgresClient]) async throws -> T
+    ) async throws -> T {
+        let postgres = try await TestPostgres.shared()
+        let table = SharedCacheTests.uniqueTable()
+        let databases = (0..<instances).map { _ in
+            PostgresClient(configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
+        }
+        return try await withThrowingTaskGroup(of: Void.self) { runners in
+            for database in databases { runners.addTask { await database.run() } }
+            defer { runners.cancelAll() }
+            return try await LocalServer.withServer { server in
+                var clients: [NetworkClient] = []
+                var storages: [PostgresCacheStorage] = []
+                let offset = NIOLockedValueBox<TimeInterval>(0)
+                let now: @Sendable () -> Date = { Date().addingTimeInterval(offset.withLockedValue { $0 }) }
+                for (index, database) in databases.enumerated() {
+                    let storage = try PostgresCacheStorage(
+                        client: database, table: table, timeout: timeout, now: now,
+                        identityKey: Array(SharedCacheTests.identityKey.utf8), fillLease: fillLease)
+                    try await storage.prepare()
+                    storages.append(storage)
+                    let token = "instance-\(index)-token"
+                    clients.append(
+                        NetworkClient(baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient)) {
+                            HeadersBehavior(["Authorization": "Bearer \(token)"])
+                            CacheBehavior(storage: storage, now: now)
+                        })
+                }
+                return try await body(Fleet(clients: clients, storages: storages, offset: offset), server, databases)
+            }
+        }
+    }
+
+    /// Sends `perInstance` requests at once from every instance; returns the bodies.
+    static func herd(_ fleet: Fleet, path: String, perInstance: Int) async throws -> [String] {
+        try await withThrowingTaskGroup(of: String.self) { group in
+            for client in fleet.clients {
+                for _ in 0..<perInstance {
+                    group.addTask {
+                        String(decoding: try await client.send(Request<Data>(path: path)), as: UTF8.self)
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    @Test func aColdEntryAskedForByFourInstancesAtOnceReachesTheUpstreamOnce() async throws {
+        let (coordinated, uncoordinated) = try await (
+            withFleet(instances: 4) { fleet, server, _ in
+                let name = UUID().uuidString
+                let bodies = try await Self.herd(fleet, path: "/cache/\(name)?cc=public%2C%20max-age%3D600&delay=300", perInstance: 32)
+                #expect(bodies.count == 128 && Set(bodies).count == 1, "every request got the one answer")
+                return try await SharedCacheTests.Counter(server: server).count(name)
+            },
+            withFleet(instances: 4, fillLease: .zero) { fleet, server, _ in
+                let name = UUID().uuidString
+                _ = try await Self.herd(fleet, path: "/cache/\(name)?cc=public%2C%20max-age%3D600&delay=300", perInstance: 32)
+                return try await SharedCacheTests.Counter(server: server).count(name)
+            })
+        print("a cold entry, 4 instances x 32 requests at once: \(coordinated) upstream call(s) with one fill; \(uncoordinated) without")
+        #expect(coordinated == 1)
+        #expect(uncoordinated > 1)
+    }
+
+    @Test func anEntryThatExpiresUnderLoadIsRefreshedOnce() async throws {
+        try await withFleet(instances: 4) { fleet, server, _ in
+            let name = UUID().uuidString
+            // Fresh for 5 s, with a validator. Stored with every instance's clock 6 s behind the
+            // server's (so the answer's `Date` does not age the revalidated one), then the clocks
+            // catch up: the herd finds it stale.
+            let path = "/cache/\(name)?cc=public%2C%20max-age%3D5&etag=%22v1%22&delay=300"
+            fleet.offset.withLockedValue { $0 = -6 }
+            _ = try await fleet.clients[0].send(Request<Data>(path: path))
+            fleet.offset.withLockedValue { $0 = 0 }
+            _ = try await Self.herd(fleet, path: path, perInstance: 16)
+            #expect(try await SharedCacheTests.Counter(server: server).count(name) == 2)
+        }
+    }
+
+    @Test func aFillerKilledMidLeaseHoldsTheOthersAtMostItsLease() async throws {
+        let postgres = try await TestPostgres.shared()
+        let database = PostgresClient(configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
+        let runner = Task { await database.run() }
+        defer { runner.cancel() }
+        let table = SharedCacheTests.uniqueTable()
+        let lease = Duration.seconds(1)
+        try await LocalServer.withServer { server in
+            let storage = try PostgresCacheStorage(
+                client: database, table: table, timeout: .seconds(10),
+                identityKey: Array(SharedCacheTests.identityKey.utf8), fillLease: lease)
+            try await storage.prepare()
+            let client = NetworkClient(baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient)) {
+                CacheBehavior(storage: storage)
+            }
+            let child = try SharedCacheTests.Child(
+                base: server.baseURL, database: postgres.url, table: table, identityKey: SharedCacheTests.identityKey,
+                fillLease: lease)
+            let name = UUID().uuidString
+            let path = "/cache/\(name)?cc=public%2C%20max-age%3D600&delay=5000"
+            child.start("GET", path)
+            // The child holds the lease once its request reached the upstream.
+            let counter = SharedCacheTests.Counter(server: server)
+            for _ in 0..<400 where try await counter.count(name) == 0 { try await Task.sleep(for: .milliseconds(10)) }
+            #expect(try await counter.count(name) == 1)
+            child.kill()
+            let started = ContinuousClock.now
+            _ = try await client.send(Request<Data>(path: path))
+            let waited = ContinuousClock.now - started
+            // It waited for the dead filler (the lease was live), then fetched itself: at most the
+            // lease, plus the upstream's 5 s.
+            #expect(waited < lease + .seconds(5) + .seconds(2), "\(waited)")
+            #expect(try await counter.count(name) == 2)
+            // The dead lease is gone for the next one: it is this process's now, then released.
+            #expect(await storage.beginFill(of: server.baseURL.absoluteString + "/other") != .wait)
+        }
+    }
+
+    @Test func aDatabaseThatStallsHoldsARequestAtMostTheStoragesTimeout() async throws {
+        try await withFleet(instances: 1, timeout: .milliseconds(300)) { fleet, server, databases in
+            let name = UUID().uuidString
+            let path = "/cache/\(name)?cc=public%2C%20max-age%3D600"
+            // Another session holds every lease row and the table's lock for as long as the test runs.
+            let fill = fleet.storages[0].table + "_fill"
+            let (locked, lockHeld) = AsyncStream<Void>.makeStream()
+            let locker = Task {
+                try await databases[0].withTransaction(logger: Logger(label: "locker")) { connection in
+                    try await connection.query("LOCK TABLE \(unescaped: "\"" + fill + "\"") IN ACCESS EXCLUSIVE MODE", logger: Logger(label: "locker"))
+                    lockHeld.yield()
+                    // Held until the test ends (cancelled), at most 20 s.
+                    try await Task.sleep(for: .seconds(20))
+                }
+            }
+            defer { locker.cancel() }
+            for await _ in locked { break }
+            let started = ContinuousClock.now
+            _ = try await fleet.clients[0].send(Request<Data>(path: path))
+            let took = ContinuousClock.now - started
+            #expect(try await SharedCacheTests.Counter(server: server).count(name) == 1)
+            // The turn was not given within the timeout: fetched without one.
+            #expect(took < .seconds(2), "\(took)")
+        }
+    }
+
+    @Test func afterAPrivateAnswerOtherIdentitiesDoNotWaitAndASharedOneEndsTheLease() async throws {
+        try await withFleet(instances: 2) { fleet, server, _ in
+            let (one, other) = (fleet.storages[0], fleet.storages[1])
+            let url = server.baseURL.absoluteString + "/cache/\(UUID().uuidString)"
+            guard case .fill(let lease) = await one.beginFill(of: url) else {
+                Issue.record("the first asks gets the turn")
+                return
+            }
+            #expect(await other.beginFill(of: url) == .wait)
+            await one.endFill(lease, stored: .privateAnswer)
+            #expect(await other.beginFill(of: url) == .fetch, "the URL answers privately: no one waits")
+            let shared = URL(string: url + "-shared")!.absoluteString
+            guard case .fill(let next) = await other.beginFill(of: shared) else {
+                Issue.record("a new URL's turn")
+                return
+            }
+            await other.endFill(next, stored: .sharedAnswer)
+            guard case .fill = await one.beginFill(of: shared) else {
+                Issue.record("after a shared answer the lease is gone")
+                return
+            }
+        }
+    }
+}
