@@ -62,7 +62,7 @@ let now: @Sendable () -> Date = { Date().addingTimeInterval(offset.withLockedVal
 let storage: PostgresCacheStorage
 do {
     // A generous timeout: this process checks the cache's rules, not a slow database.
-    let key = ProcessInfo.processInfo.environment["CACHE_PEER_IDENTITY_KEY"].map { Array($0.utf8) }
+    let key = try ProcessInfo.processInfo.environment["CACHE_PEER_IDENTITY_KEY"].map { try CacheIdentityKey($0.utf8) }
     let lease = ProcessInfo.processInfo.environment["CACHE_PEER_FILL_LEASE_MS"].flatMap(Int.init) ?? 5_000
     storage = try PostgresCacheStorage(
         client: postgres, table: table, timeout: .seconds(10), logger: logger, now: now, identityKey: key,

@@ -6,13 +6,44 @@ import NIOConcurrencyHelpers
 import NIOCore
 public import PostgresNIO
 
+/// The secret under which ``PostgresCacheStorage`` writes identities (HMAC-SHA256): at least 16
+/// bytes, the same for every process that shares a table.
+///
+/// ```swift
+/// let key = try CacheIdentityKey(Array(configuration.cacheIdentitySecret.utf8))
+/// ```
+public struct CacheIdentityKey: Sendable {
+    /// A key shorter than 16 bytes: too few to keep a guessed credential from being confirmed.
+    public struct TooShort: Error, CustomStringConvertible {
+        /// How many bytes the key had.
+        public let count: Int
+
+        /// What is wrong, for logs (never the key).
+        public var description: String {
+            "the cache identity key has \(count) bytes: give at least 16 secret bytes from your configuration"
+        }
+    }
+
+    let bytes: [UInt8]
+
+    /// A key from secret bytes.
+    /// - Parameter bytes: At least 16 bytes of a secret from your configuration.
+    /// - Throws: ``TooShort`` for fewer than 16.
+    public init(_ bytes: some Sequence<UInt8>) throws(TooShort) {
+        let bytes = Array(bytes)
+        guard bytes.count >= 16 else { throw TooShort(count: bytes.count) }
+        self.bytes = bytes
+    }
+}
+
 /// A ``Conveyor/CacheStorage`` in a PostgreSQL table, shared by every process that points at it:
 /// what one replica of a service fetched answers the others, and a restart starts warm.
 ///
 /// ```swift
 /// let database = PostgresClient(configuration: configuration, backgroundLogger: logger)
 /// let storage = try PostgresCacheStorage(
-///     client: database, maxBytes: 256 * 1024 * 1024, logger: logger, identityKey: secrets.cacheIdentityKey)
+///     client: database, maxBytes: 256 * 1024 * 1024, logger: logger,
+///     identityKey: try CacheIdentityKey(secrets.cacheIdentityKey))
 /// let upstream = NetworkClient(baseURL: api, transport: transport) {
 ///     AuthTokenBehavior(tokens: tokens)
 ///     CacheBehavior(storage: storage)
@@ -62,17 +93,12 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         /// The table name is not a lowercase SQL name (`a`–`z`, `0`–`9`, `_`, not starting with a
         /// digit, at most 63 bytes, PostgreSQL's limit).
         case invalidTableName(String)
-        /// The identity key has fewer than 16 bytes: too few to keep a guessed credential from
-        /// being confirmed.
-        case identityKeyTooShort
 
         /// What is wrong, for logs (never the key).
         public var description: String {
             switch self {
             case .invalidTableName(let name):
                 "invalid table name \(name.debugDescription): use a-z, 0-9 and _, starting with a letter or _, up to 63 bytes"
-            case .identityKeyTooShort:
-                "the identity key is shorter than 16 bytes: give at least 16 random bytes from your configuration"
             }
         }
     }
@@ -170,24 +196,22 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     ///     or a credential).
     ///   - clock: The clock `timeout` and the cool-down are measured on; injectable for tests.
     ///   - now: The current time, for expiry (the same clock as ``Conveyor/CacheBehavior``'s `now`).
-    ///   - identityKey: A secret of at least 16 bytes from the configuration, the same for every
+    ///   - identityKey: A secret from the configuration, the same for every
     ///     process that shares the table (processes with different keys never match each other's
     ///     private answers), or `nil` to store no private answer at all.
     ///   - fillLease: How long one process may hold the turn to fetch a missing or stale answer
     ///     while the others wait for it (5 s by default; about the upstream's timeout); `.zero`
     ///     lets every process fetch for itself.
-    /// - Throws: ``ConfigurationError/invalidTableName(_:)``, or
-    ///   ``ConfigurationError/identityKeyTooShort`` for a key under 16 bytes.
+    /// - Throws: ``ConfigurationError/invalidTableName(_:)``.
     public init(
         client: PostgresClient, table: String = "conveyor_http_cache", maxBytes: Int = 256 * 1024 * 1024,
         keepStale: Duration = .seconds(86_400), timeout: Duration = .milliseconds(250),
         logger: Logger = Logger(label: "conveyor.cache.postgres"),
         clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() },
-        identityKey: [UInt8]?, fillLease: Duration = .seconds(5)
+        identityKey: CacheIdentityKey?, fillLease: Duration = .seconds(5)
     ) throws(ConfigurationError) {
         guard Self.isPlainName(table) else { throw .invalidTableName(table) }
-        if let identityKey, identityKey.count < 16 { throw .identityKeyTooShort }
-        credentialDigest = identityKey.map { .keyed($0) } ?? .none
+        credentialDigest = identityKey.map { .keyed($0.bytes) } ?? .none
         self.client = client
         self.table = table
         self.maxBytes = max(0, maxBytes)

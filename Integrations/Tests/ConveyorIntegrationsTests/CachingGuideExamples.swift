@@ -10,10 +10,10 @@ import PostgresNIO
 // SharedCacheTests runs the same code against a real PostgreSQL.
 enum CachingGuideExamples {
     func sharedUpstream(
-        database: PostgresClient, transport: AsyncHTTPClientTransport, identityKey: [UInt8], logger: Logger
+        database: PostgresClient, transport: AsyncHTTPClientTransport, identityKey: CacheIdentityKey, logger: Logger
     ) throws -> NetworkClient {
         // Run the PostgresClient for as long as the client is used: in the service group, or `database.run()`.
-        // identityKey: at least 16 secret bytes from the configuration, the same on every instance.
+        // identityKey: `try CacheIdentityKey(secret)`, 16 bytes or more, the same on every instance.
         let storage = try PostgresCacheStorage(
             client: database, maxBytes: 256 * 1024 * 1024, logger: logger, identityKey: identityKey)
         return NetworkClient(baseURL: URL(string: "https://weather.example.com")!, transport: transport) {

@@ -43,7 +43,7 @@ import Testing
                 for (index, database) in databases.enumerated() {
                     let storage = try PostgresCacheStorage(
                         client: database, table: table, timeout: timeout, now: now,
-                        identityKey: Array(SharedCacheTests.identityKey.utf8), fillLease: fillLease)
+                        identityKey: try CacheIdentityKey(SharedCacheTests.identityKey.utf8), fillLease: fillLease)
                     try await storage.prepare()
                     storages.append(storage)
                     let token = "instance-\(index)-token"
@@ -115,7 +115,7 @@ import Testing
         try await LocalServer.withServer { server in
             let storage = try PostgresCacheStorage(
                 client: database, table: table, timeout: .seconds(10),
-                identityKey: Array(SharedCacheTests.identityKey.utf8), fillLease: lease)
+                identityKey: try CacheIdentityKey(SharedCacheTests.identityKey.utf8), fillLease: lease)
             try await storage.prepare()
             let client = NetworkClient(baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient)) {
                 CacheBehavior(storage: storage)

@@ -160,9 +160,11 @@ extension SharedCacheTests {
     @Test func anIdentityKeyShorterThan16BytesIsRefused() async throws {
         let postgres = try await TestPostgres.shared()
         let database = PostgresClient(configuration: Self.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
-        #expect(throws: PostgresCacheStorage.ConfigurationError.identityKeyTooShort) {
-            _ = try PostgresCacheStorage(client: database, identityKey: Array("short".utf8))
+        _ = database
+        #expect { _ = try CacheIdentityKey("short".utf8) } throws: { error in
+            (error as? CacheIdentityKey.TooShort)?.count == 5 && !"\(error)".contains("short")
         }
+        #expect((try? CacheIdentityKey("sixteen-bytes-ok".utf8)) != nil)
     }
 }
 
@@ -205,7 +207,7 @@ extension SharedCacheTests {
                 let clients = try databases.map { database in
                     let storage = try PostgresCacheStorage(
                         client: database, table: table, timeout: .seconds(10),
-                        identityKey: Array(SharedCacheTests.identityKey.utf8))
+                        identityKey: try CacheIdentityKey(SharedCacheTests.identityKey.utf8))
                     let cache: any CacheStorage = variants ? storage : OneEntryPerURL(storage)
                     return NetworkClient(baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient)) {
                         HitCounter(hits: hits)

@@ -569,7 +569,7 @@ extension SharedCacheTests {
             let offset = offset
             let now: @Sendable () -> Date = { Date().addingTimeInterval(offset.withLockedValue { $0 }) }
             let storage = try PostgresCacheStorage(
-                client: database, table: table, timeout: .seconds(10), now: now, identityKey: identityKey.map { Array($0.utf8) })
+                client: database, table: table, timeout: .seconds(10), now: now, identityKey: identityKey.map { try CacheIdentityKey($0.utf8) })
             self.storage = storage
             let recorder = Recorder(last: outcome)
             client = NetworkClient(baseURL: base, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient)) {

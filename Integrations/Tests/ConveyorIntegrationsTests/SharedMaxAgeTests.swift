@@ -66,7 +66,7 @@ import Testing
         func replica() throws -> Replica {
             let storage = try PostgresCacheStorage(
                 client: database, table: table, keepStale: .seconds(3_600), timeout: .seconds(10), now: now.function,
-                identityKey: Array("shared-max-age-tests-key".utf8))
+                identityKey: try CacheIdentityKey("shared-max-age-tests-key".utf8))
             let origin = MockTransport(baseURL: Self.api)
             let outcomes = Outcomes()
             let client = NetworkClient(baseURL: Self.api, transport: origin) {

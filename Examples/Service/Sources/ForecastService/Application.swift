@@ -136,7 +136,7 @@ public func buildApplication(
         do {
             cache = try PostgresCacheStorage(
                 client: database, timeout: configuration.cacheDatabaseTimeout, logger: logger,
-                identityKey: configuration.cacheIdentityKey.map { Array($0.utf8) })
+                identityKey: configuration.cacheIdentityKey.map { try CacheIdentityKey($0.utf8) })
         } catch {
             throw ConfigurationError(description: "CACHE_IDENTITY_KEY or the cache table: \(error)")
         }
