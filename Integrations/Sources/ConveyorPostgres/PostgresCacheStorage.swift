@@ -349,7 +349,9 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
                 SELECT false, private FROM \(unescaped: names.fill)
                 WHERE key_hash = \(hash) AND NOT EXISTS (SELECT 1 FROM taken)
                 """, logger: logger)
-            var turn = CacheFillTurn.fetch
+            // No row at all: the insert met a row another transaction committed after this
+            // statement's snapshot was taken (the SELECT cannot see it): someone else's lease.
+            var turn = CacheFillTurn.wait
             for try await (mine, isPrivate) in rows.decode((Bool, Bool).self) {
                 turn = mine ? .fill(CacheFillLease(key: key, holder: holder)) : isPrivate ? .fetch : .wait
             }
@@ -821,11 +823,11 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
 }
 
 extension Clock {
-    fileprivate func deadline(after duration: Duration) -> any InstantProtocol where Duration == Swift.Duration {
+    func deadline(after duration: Duration) -> any InstantProtocol where Duration == Swift.Duration {
         now.advanced(by: duration)
     }
 
-    fileprivate func hasPassed(_ instant: any InstantProtocol) -> Bool where Duration == Swift.Duration {
+    func hasPassed(_ instant: any InstantProtocol) -> Bool where Duration == Swift.Duration {
         guard let instant = instant as? Instant else { return true }
         return now >= instant
     }
