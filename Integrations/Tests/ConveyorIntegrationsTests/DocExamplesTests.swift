@@ -3,10 +3,12 @@ import Conveyor
 import ConveyorAsyncHTTPClient
 import ConveyorLogging
 import ConveyorMetrics
+import ConveyorPostgres
 import ConveyorTracing
 import CoreMetrics
 import Foundation
 import Logging
+import PostgresNIO
 import Testing
 import Tracing
 
@@ -110,6 +112,21 @@ func upstreamClient(http: HTTPClient, session: some TokenProvider & TokenRefresh
     }
 }
 
+// The Swift block of Docs/Integrations.md, "One token for a fleet", as written.
+enum TokenStoreGuideExamples {
+    func fleetUpstream(
+        database: PostgresClient, transport: AsyncHTTPClientTransport, secret: [UInt8], signIn: any TokenRefresher
+    ) throws -> NetworkClient {
+        // secret: 32 bytes from the configuration, the same on every instance; signIn: your call to
+        // the token endpoint (POST /token with the client's credentials).
+        let tokens = try PostgresTokenStore(
+            client: database, name: "weather-api", encryptionKey: try TokenEncryptionKey(secret), refresher: signIn)
+        return NetworkClient(baseURL: URL(string: "https://weather.example.com")!, transport: transport) {
+            AuthTokenBehavior(tokens: tokens, refresher: tokens)
+        }
+    }
+}
+
 @Suite struct DocExamplesTests {
     static let marker = "compiled by its DocExamplesTests"
 
@@ -127,7 +144,7 @@ func upstreamClient(http: HTTPClient, session: some TokenProvider & TokenRefresh
     }
 
     @Test(arguments: [
-        ("Docs/Integrations.md", "DocExamplesTests.swift", 7), ("Docs/OpenAPI.md", "OpenAPIGuideExamples.swift", 5),
+        ("Docs/Integrations.md", "DocExamplesTests.swift", 8), ("Docs/OpenAPI.md", "OpenAPIGuideExamples.swift", 5),
         ("Docs/Caching.md", "CachingGuideExamples.swift", 1),
     ])
     func everyExampleOfTheGuideIsCompiledHere(guide path: String, copies: String, count: Int) throws {
