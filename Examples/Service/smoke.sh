@@ -33,7 +33,7 @@ for instance in 1 2; do
     log=$(mktemp)
     # 2 s per database call (250 ms by default): the first one also connects and creates the table.
     PORT=$port UPSTREAM_URL="http://127.0.0.1:$upstream_port" UPSTREAM_CLIENT_SECRET=dev-secret \
-        CACHE_DATABASE_URL="$database" CACHE_DATABASE_TIMEOUT_MS=2000 CACHE_IDENTITY_KEY=smoke-identity-key-0123 "$binary" >"$log" 2>&1 &
+        CACHE_DATABASE_URL="$database" CACHE_DATABASE_TIMEOUT_MS=2000 CACHE_IDENTITY_KEY=smoke-identity-key-0123 TOKEN_ENCRYPTION_KEY=smoke-token-key-0123456789abcdef "$binary" >"$log" 2>&1 &
     pids+=($!)
     ports+=("$port")
     logs+=("$log")
@@ -61,6 +61,6 @@ for index in 0 1; do
     wait "${pids[$index]}"
     cat "${logs[$index]}"
     grep -q "HTTP client shut down" "${logs[$index]}" || { echo "the HTTP client was not shut down"; exit 1; }
-    if grep -q "pg-SECRET\|dev-secret\|smoke-identity-key" "${logs[$index]}"; then echo "a secret reached the log"; exit 1; fi
+    if grep -q "pg-SECRET\|dev-secret\|smoke-identity-key\|smoke-token-key" "${logs[$index]}"; then echo "a secret reached the log"; exit 1; fi
 done
 echo "two forecast-service instances shared one cache (the upstream answered once) and shut down gracefully"

@@ -60,13 +60,19 @@ public struct ServiceConfiguration: Sendable {
     /// The secret (at least 16 bytes, the same on every instance) under which the shared cache
     /// writes identities, so it may keep private answers; `nil` keeps only shared ones.
     public var cacheIdentityKey: String?
+    /// The 32-byte secret the upstream's token is sealed with in the same database, so that every
+    /// instance shares one token (one sign-in per rejected token for the fleet); `nil` lets each
+    /// instance sign in for itself.
+    public var tokenEncryptionKey: String?
 
     /// Creates the settings.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, upstream: UpstreamConfiguration, cacheDatabase: URL? = nil,
-        cacheDatabaseTimeout: Duration = .milliseconds(250), cacheIdentityKey: String? = nil
+        cacheDatabaseTimeout: Duration = .milliseconds(250), cacheIdentityKey: String? = nil,
+        tokenEncryptionKey: String? = nil
     ) {
         self.cacheIdentityKey = cacheIdentityKey
+        self.tokenEncryptionKey = tokenEncryptionKey
         self.host = host
         self.port = port
         self.upstream = upstream
@@ -76,7 +82,7 @@ public struct ServiceConfiguration: Sendable {
 
     /// From the environment: `HOST`, `PORT`, `UPSTREAM_URL`, `UPSTREAM_CLIENT_ID`,
     /// `UPSTREAM_CLIENT_SECRET`, `CACHE_DATABASE_URL`, `CACHE_DATABASE_TIMEOUT_MS`,
-    /// `CACHE_IDENTITY_KEY`.
+    /// `CACHE_IDENTITY_KEY`, `TOKEN_ENCRYPTION_KEY`.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment)
         -> ServiceConfiguration
     {
@@ -89,7 +95,8 @@ public struct ServiceConfiguration: Sendable {
                 clientSecret: environment["UPSTREAM_CLIENT_SECRET"] ?? ""),
             cacheDatabase: environment["CACHE_DATABASE_URL"].flatMap(URL.init(string:)),
             cacheDatabaseTimeout: .milliseconds(environment["CACHE_DATABASE_TIMEOUT_MS"].flatMap(Int.init) ?? 250),
-            cacheIdentityKey: environment["CACHE_IDENTITY_KEY"])
+            cacheIdentityKey: environment["CACHE_IDENTITY_KEY"],
+            tokenEncryptionKey: environment["TOKEN_ENCRYPTION_KEY"])
     }
 }
 
@@ -127,6 +134,7 @@ public func buildApplication(
     // before the HTTP server starts and stops after it), the storage bounds every call it makes.
     var services: [any Service] = []
     var cache: any CacheStorage = MemoryCacheStorage()
+    var sharedTokens: UpstreamClient.SharedTokens?
     if let url = configuration.cacheDatabase {
         var databaseConfiguration = try postgresConfiguration(url)
         // A connection the pool opens into a partition gives up with the cache's timeout, not
@@ -140,6 +148,19 @@ public func buildApplication(
         } catch {
             throw ConfigurationError(description: "CACHE_IDENTITY_KEY or the cache table: \(error)")
         }
+        if let secret = configuration.tokenEncryptionKey {
+            // One token for every instance: a rejected one is renewed by one of them.
+            let key: TokenEncryptionKey
+            do { key = try TokenEncryptionKey(secret.utf8) } catch {
+                throw ConfigurationError(description: "TOKEN_ENCRYPTION_KEY: \(error)")
+            }
+            let name = configuration.upstream.clientID + "@" + configuration.upstream.baseURL.absoluteString
+            let timeout = configuration.cacheDatabaseTimeout
+            sharedTokens = { signIn in
+                try PostgresTokenStore(
+                    client: database, name: name, encryptionKey: key, refresher: signIn, timeout: timeout, logger: logger)
+            }
+        }
         services.append(database)
     }
     let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
@@ -147,7 +168,7 @@ public func buildApplication(
     do {
         upstream = try UpstreamClient(
             http: http, configuration: configuration.upstream, logger: logger, tracer: tracer, metrics: metrics,
-            clock: clock, cache: cache)
+            clock: clock, cache: cache, sharedTokens: sharedTokens)
     } catch {
         try? http.syncShutdown()
         throw error

@@ -80,6 +80,10 @@ actor UpstreamSession: TokenProvider, TokenRefresher {
 public struct UpstreamClient: Sendable {
     let client: NetworkClient
 
+    /// Makes the token provider every instance shares from this instance's sign-in (a
+    /// `PostgresTokenStore`).
+    public typealias SharedTokens = @Sendable (any TokenRefresher) throws -> any TokenProvider & TokenRefresher
+
     /// Builds the client on `http`, which the caller owns (``HTTPClientService`` shuts it down).
     /// - Parameters:
     ///   - http: The AsyncHTTPClient, made with `AsyncHTTPClientTransport.configuration()`.
@@ -90,10 +94,12 @@ public struct UpstreamClient: Sendable {
     ///   - clock: The clock retry waits sleep on (tests inject one that does not wait).
     ///   - cache: Where the upstream's answers are kept: this process's memory by default, or a
     ///     `PostgresCacheStorage` every instance shares.
+    ///   - sharedTokens: The token every instance shares, made from this instance's sign-in;
+    ///     `nil` keeps the token in this process.
     public init(
         http: HTTPClient, configuration: UpstreamConfiguration, logger: Logger, tracer: (any Tracer)? = nil,
         metrics: SwiftMetricsSink = SwiftMetricsSink(), clock: any Clock<Duration> = ContinuousClock(),
-        cache: any CacheStorage = MemoryCacheStorage()
+        cache: any CacheStorage = MemoryCacheStorage(), sharedTokens: SharedTokens? = nil
     ) throws {
         let transport = try AsyncHTTPClientTransport(client: http)
         let settings = NetworkClient.Configuration(timeout: .seconds(10), clock: clock)
@@ -102,7 +108,8 @@ public struct UpstreamClient: Sendable {
             RetryBehavior()
             TracingBehavior(tracer: tracer)
         }
-        let session = UpstreamSession(tokens: tokens, configuration: configuration)
+        let signIn = UpstreamSession(tokens: tokens, configuration: configuration)
+        let session: any TokenProvider & TokenRefresher = try sharedTokens?(signIn) ?? signIn
         self.client = NetworkClient(baseURL: configuration.baseURL, transport: transport, configuration: settings) {
             RetryBehavior()                                      // 503 with Retry-After, timeouts, lost connections
             AuthTokenBehavior(tokens: session, refresher: session)  // a 401 refreshes once and resends

@@ -34,7 +34,8 @@ struct Harness {
                 baseURL: upstream, clientID: "forecast-service", clientSecret: UpstreamState.secret),
             // Generous: the first call also connects and creates the table, beside other test suites.
             cacheDatabase: cacheDatabase, cacheDatabaseTimeout: .seconds(10),
-            cacheIdentityKey: "forecast-tests-identity-key")
+            cacheIdentityKey: "forecast-tests-identity-key",
+            tokenEncryptionKey: cacheDatabase == nil ? nil : "forecast-tests-token-key-32bytes")
     }
 
     func application(
@@ -110,6 +111,29 @@ extension TestClientProtocol {
             #expect(await state.hitsAll == 1)
         }
         // Nothing either instance logged holds a secret (the database's password included).
+        for entry in first.logs.entries + second.logs.entries {
+            #expect(!"\(entry.message) \(entry.metadata)".contains("SECRET"), "\(entry)")
+        }
+    }
+
+    /// Two instances share one token through the database: the second asks for a city the
+    /// first never fetched (a miss) and signs in with the first's token, not its own.
+    @Test func twoInstancesSignInOnceBetweenThem() async throws {
+        let database = try await TestPostgres.shared()
+        let first = Harness()
+        let second = Harness()
+        try await withUpstream { upstream, state in
+            try await first.withService(upstream: upstream, cacheDatabase: database.url) { one in
+                try await second.withService(upstream: upstream, cacheDatabase: database.url) { other in
+                    let stamp = String(UUID().uuidString.prefix(8).filter(\.isLetter)).lowercased()
+                    let fetched = try await one.get("/forecast/first\(stamp)")
+                    let signedIn = try await other.get("/forecast/second\(stamp)")
+                    #expect(fetched.status == 200 && signedIn.status == 200)
+                }
+            }
+            #expect(await state.tokensIssued == 1)
+            #expect(await state.hitsAll == 2)
+        }
         for entry in first.logs.entries + second.logs.entries {
             #expect(!"\(entry.message) \(entry.metadata)".contains("SECRET"), "\(entry)")
         }
