@@ -2,7 +2,8 @@
 # Runs forecast-service against upstream.py as a user would (Docs/Integrations.md), as two
 # instances sharing one HTTP cache on PostgreSQL: asks the first for a forecast, then the second
 # (answered from what the first fetched: the upstream counts one call, and the random forecast is
-# the same), then stops both with SIGTERM and checks that they shut down gracefully. CI runs it.
+# the same), then 32 requests at once over both for a city no one has (one upstream call: one
+# fill for the fleet), then stops both with SIGTERM and checks that they shut down gracefully. CI runs it.
 # The database: $CONVEYOR_POSTGRES_URL (CI's), else a throwaway one (Tests/Server/postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -56,6 +57,18 @@ echo "$first" | grep -q '"city":"Smoke' || { echo "unexpected answer"; exit 1; }
 python3 -c 'import json, sys; a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2]); sys.exit(a != b)' "$first" "$second" \
     || { echo "the second instance did not answer from the shared cache"; exit 1; }
 [ "$calls" = '{"calls": 1}' ] || { echo "the upstream was called more than once"; exit 1; }
+# A cold city asked for by both instances at once, 16 requests each: one fills it for both.
+cold="cold$(python3 -c 'import random, string; print("".join(random.choice(string.ascii_lowercase) for _ in range(8)))')"
+herd=()
+for index in 0 1; do
+    for _ in $(seq 16); do
+        curl -fs -o /dev/null "http://127.0.0.1:${ports[$index]}/forecast/$cold" & herd+=($!)
+    done
+done
+for pid in "${herd[@]}"; do wait "$pid" || { echo "a request of the herd failed"; exit 1; }; done
+cold_calls=$(curl -fs "http://127.0.0.1:$upstream_port/calls/$cold")
+echo "upstream, 32 requests at once for a cold city over both instances: $cold_calls"
+[ "$cold_calls" = '{"calls": 1}' ] || { echo "the cold city was fetched more than once"; exit 1; }
 for index in 0 1; do
     kill -TERM "${pids[$index]}"
     wait "${pids[$index]}"
@@ -63,4 +76,4 @@ for index in 0 1; do
     grep -q "HTTP client shut down" "${logs[$index]}" || { echo "the HTTP client was not shut down"; exit 1; }
     if grep -q "pg-SECRET\|dev-secret\|smoke-identity-key\|smoke-token-key" "${logs[$index]}"; then echo "a secret reached the log"; exit 1; fi
 done
-echo "two forecast-service instances shared one cache (the upstream answered once) and shut down gracefully"
+echo "two forecast-service instances shared one cache (the upstream answered once, for a cold city asked by both at once too) and shut down gracefully"
