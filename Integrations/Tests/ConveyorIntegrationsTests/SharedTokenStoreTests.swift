@@ -102,6 +102,26 @@ import Testing
                     try await group.waitForAll()
                 }
                 #expect(issuer.issued.withLockedValue { $0 } == 1)
+
+                // The same without the store: each instance keeps its own token.
+                let alone = Issuer()
+                let separate = try (0..<4).map { _ in
+                    let own = InMemoryTokenStore(token: nil) { expired in try await alone.refreshToken(replacing: expired) }
+                    return NetworkClient(baseURL: server.baseURL, transport: try AsyncHTTPClientTransport(client: sharedHTTPClient)) {
+                        AuthTokenBehavior(tokens: own, refresher: own)
+                    }
+                }
+                await withTaskGroup(of: Void.self) { group in
+                    for client in separate {
+                        for _ in 0..<8 {
+                            // Only the first token issued is accepted: the others' requests fail.
+                            group.addTask { _ = try? await client.send(Request<Data>(path: "/auth?token=token-1-SECRET")) }
+                        }
+                    }
+                }
+                let renewals = (shared: issuer.issued.withLockedValue { $0 }, separate: alone.issued.withLockedValue { $0 })
+                print("renewals for 32 rejected requests on 4 instances: \(renewals.shared) with the store, \(renewals.separate) without")
+                #expect(renewals.separate == 4)
             }
         }
     }
