@@ -20,6 +20,16 @@ import Testing
         return String(decoding: try await client.send(Request<HTTPResponse>(path: "/cold", headers: headers)).body, as: UTF8.self)
     }
 
+    /// What another process's fill leaves: a shared answer, "filled", for `/cold`.
+    static func storeFilled(in storage: Coordinated, at date: Date) async {
+        let entry = CacheBehavior.storable(
+            HTTPResponse(
+                status: 200, headers: ["Cache-Control": "public, max-age=60"], body: Data("filled".utf8),
+                request: HTTPRequest(method: .get, url: URL(string: "https://api.test/v1/cold")!)),
+            credentials: "", requestControl: CacheControl(), requestTime: date, responseTime: date)
+        if let entry { await storage.base.store(entry, for: "https://api.test/v1/cold") }
+    }
+
     @Test func theFillerFetchesStoresAndEndsItsLeaseSayingWhatItStored() async throws {
         let storage = Coordinated(turns: [.fill, .fill])
         let client = cacheClient(mock, now: now, storage: storage, log: log)
@@ -44,14 +54,7 @@ import Testing
     @Test func aWaiterIsAnsweredWithWhatTheFillerStoredWithoutTheNetwork() async throws {
         let storage = Coordinated(turns: [.wait])
         // While it waits, another process stores the answer.
-        storage.duringWait = { storage in
-            let entry = CacheBehavior.storable(
-                HTTPResponse(
-                    status: 200, headers: ["Cache-Control": "public, max-age=60"], body: Data("filled".utf8),
-                    request: HTTPRequest(method: .get, url: URL(string: "https://api.test/v1/cold")!)),
-                credentials: "", requestControl: CacheControl(), requestTime: now.date, responseTime: now.date)
-            if let entry { await storage.base.store(entry, for: "https://api.test/v1/cold") }
-        }
+        storage.duringWait = { [now] storage in await Self.storeFilled(in: storage, at: now.date) }
         let client = cacheClient(mock, now: now, storage: storage, log: log)
         #expect(try await get(client, token: "a") == "filled")
         #expect(mock.requests.isEmpty && log.last == .hit && storage.waits == 1)
@@ -61,14 +64,7 @@ import Testing
         // Between this request's lookup and its turn, another process stored the answer and
         // released its lease: the turn is taken, the entry found, the lease ended, no request sent.
         let storage = Coordinated(turns: [.fill])
-        storage.duringBegin = { storage in
-            let entry = CacheBehavior.storable(
-                HTTPResponse(
-                    status: 200, headers: ["Cache-Control": "public, max-age=60"], body: Data("filled".utf8),
-                    request: HTTPRequest(method: .get, url: URL(string: "https://api.test/v1/cold")!)),
-                credentials: "", requestControl: CacheControl(), requestTime: now.date, responseTime: now.date)
-            if let entry { await storage.base.store(entry, for: "https://api.test/v1/cold") }
-        }
+        storage.duringBegin = { [now] storage in await Self.storeFilled(in: storage, at: now.date) }
         let client = cacheClient(mock, now: now, storage: storage, log: log)
         #expect(try await get(client) == "filled")
         #expect(mock.requests.isEmpty && storage.ended == [.nothing] && storage.outstanding == 0)
@@ -85,7 +81,7 @@ import Testing
 }
 
 /// A memory storage that coordinates fills by a script of turns and records what it was asked.
-private final class Coordinated: CacheFillCoordinating {
+final class Coordinated: CacheFillCoordinating {
     enum Turn { case fill, wait, fetch }
     let base = MemoryCacheStorage()
     private let state: Locked<(turns: [Turn], begun: Int, ended: [CacheFillResult], outstanding: Int, waits: Int)>
