@@ -132,7 +132,7 @@ public struct CacheBehavior: AttemptIntercepting {
             return HTTPResponse(status: 504, request: request)  // RFC 9111 §5.2.1.7
         }
         guard let coordinator else {
-            return try await exchange(request, stored: stored, credentials: credentials, control: requestControl,
+            return try await exchange(request, key: key, stored: stored, credentials: credentials, control: requestControl,
                 context: context, next: next).response
         }
         // Across a fleet, one process fetches what is missing or stale; the others wait for it.
@@ -165,13 +165,14 @@ public struct CacheBehavior: AttemptIntercepting {
             break
         }
         guard let lease else {
-            return try await exchange(request, stored: stored, credentials: credentials, control: requestControl,
+            return try await exchange(request, key: key, stored: stored, credentials: credentials, control: requestControl,
                 context: context, next: next).response
         }
         let outcome: (response: HTTPResponse, stored: CacheFillResult)
         do {
             outcome = try await exchange(
-                request, stored: stored, credentials: credentials, control: requestControl, context: context, next: next)
+                request, key: key, stored: stored, credentials: credentials, control: requestControl, context: context,
+                next: next)
         } catch {
             await coordinator.endFill(lease, stored: .nothing)
             throw error
@@ -199,10 +200,9 @@ public struct CacheBehavior: AttemptIntercepting {
     /// stored. Returns the response and what was stored: under the URL's key (every identity
     /// finds it), under the requester's variant, or nothing.
     private func exchange(
-        _ request: HTTPRequest, stored: CachedResponse?, credentials: String, control requestControl: CacheControl,
-        context: RequestContext, next: InterceptNext
+        _ request: HTTPRequest, key: String, stored: CachedResponse?, credentials: String,
+        control requestControl: CacheControl, context: RequestContext, next: InterceptNext
     ) async throws -> (response: HTTPResponse, stored: CacheFillResult) {
-        let key = Self.key(for: request.url)
         let place = Place(key: key, stored: stored.map { storageKey(of: $0, url: key) })
         let requestTime = now()
         var conditional = request
@@ -270,6 +270,12 @@ public struct CacheBehavior: AttemptIntercepting {
 
     /// A variant key: the URL's key, a line feed (never in a URL's key) and the identity.
     static func variantKey(_ key: String, _ identity: String) -> String { key + "\n" + identity }
+
+    /// The URL's key of a variant key (before its line feed); `nil` for a URL's key.
+    static func urlKey(of key: String) -> Substring? {
+        guard let end = key.utf8.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+        return key[..<end]
+    }
 
     /// Stores `entry` where it belongs, as the storage's ``CacheStorage/credentialDigest`` allows.
     /// The entry the request's lookup found is superseded by it wherever it was: under the

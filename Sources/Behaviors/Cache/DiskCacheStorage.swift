@@ -65,7 +65,7 @@ public actor DiskCacheStorage: CacheStorage {
     public func entry(for key: String) async -> CachedResponse? {
         loadIfNeeded()
         if let found = read(Self.fileName(for: key)) { return found }
-        guard let url = LRUList.urlKey(of: key) else { return nil }
+        guard let url = CacheBehavior.urlKey(of: key) else { return nil }
         return read(Self.fileName(for: String(url)))
     }
 
@@ -144,7 +144,7 @@ public actor DiskCacheStorage: CacheStorage {
     /// A URL's file is named by the SHA-256 of its key; a variant's by that of its URL's key, `-`,
     /// and that of the variant key (so a URL's variants are found by name).
     static func fileName(for key: String) -> String {
-        guard let url = LRUList.urlKey(of: key) else { return "\(SHA256.hex(key)).\(fileExtension)" }
+        guard let url = CacheBehavior.urlKey(of: key) else { return "\(SHA256.hex(key)).\(fileExtension)" }
         return "\(SHA256.hex(String(url)))-\(SHA256.hex(key)).\(fileExtension)"
     }
 

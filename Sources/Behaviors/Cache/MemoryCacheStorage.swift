@@ -24,7 +24,7 @@ public final class MemoryCacheStorage: CacheStorage {
     public func entry(for key: String) async -> CachedResponse? {
         state.withLock { list in
             if let found = list.get(key) { return found }
-            guard let url = LRUList.urlKey(of: key) else { return nil }
+            guard let url = CacheBehavior.urlKey(of: key) else { return nil }
             return list.get(String(url))
         }
     }
@@ -112,7 +112,7 @@ struct LRUList {
             slots.append(node)
         }
         index[key] = slot
-        if let url = Self.urlKey(of: key) { variants[String(url), default: []].insert(key) }
+        if let url = CacheBehavior.urlKey(of: key) { variants[String(url), default: []].insert(key) }
         totalCost += cost
         linkAsNewest(slot)
     }
@@ -123,14 +123,8 @@ struct LRUList {
         release(slot)
     }
 
-    /// The URL's key of a variant key (before its line feed); `nil` for a URL's key.
-    static func urlKey(of key: String) -> Substring? {
-        guard let end = key.utf8.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
-        return key[..<end]
-    }
-
     private mutating func forgetVariant(_ key: String) {
-        guard let url = Self.urlKey(of: key).map(String.init) else { return }
+        guard let url = CacheBehavior.urlKey(of: key).map(String.init) else { return }
         variants[url]?.remove(key)
         if variants[url]?.isEmpty == true { variants[url] = nil }
     }
