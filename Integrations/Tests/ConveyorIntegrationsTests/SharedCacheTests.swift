@@ -678,7 +678,18 @@ extension SharedCacheTests {
             process.waitUntilExit()
         }
 
+        /// The longest an answer may take: a cache-peer that never answers is killed, and the
+        /// test fails instead of hanging the run (the suite's time limit cannot end a thread
+        /// blocked reading a pipe).
+        static let answerBound: TimeInterval = 60
+
         private func ask(_ line: String) async throws -> Data {
+            let answered = NIOLockedValueBox(false)
+            let process = process
+            DispatchQueue.global().asyncAfter(deadline: .now() + Self.answerBound) {
+                if !answered.withLockedValue({ $0 }), process.isRunning { Foundation.kill(process.processIdentifier, SIGKILL) }
+            }
+            defer { answered.withLockedValue { $0 = true } }
             let result: Data? = await withCheckedContinuation { continuation in
                 queue.async {
                     self.input.write(Data((line + "\n").utf8))
@@ -698,7 +709,7 @@ extension SharedCacheTests {
                     }
                 }
             }
-            return try #require(result, "cache-peer exited")
+            return try #require(result, "cache-peer exited or did not answer within \(Self.answerBound) s")
         }
 
         func send(_ method: String, _ path: String, _ headers: String...) async throws -> Answer {
