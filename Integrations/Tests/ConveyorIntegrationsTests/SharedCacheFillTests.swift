@@ -9,6 +9,7 @@ import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 
+extension FleetLoadTests {
 /// One fill across the fleet (`PostgresCacheStorage` as `CacheFillCoordinating`), against the
 /// real database: a cold entry asked for by four instances at once reaches the upstream once; a
 /// filler that dies holds the others at most its lease; a database that stalls holds a request at
@@ -192,4 +193,5 @@ import Testing
             }
         }
     }
+}
 }

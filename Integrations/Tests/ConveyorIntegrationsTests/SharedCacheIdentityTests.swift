@@ -168,6 +168,7 @@ extension SharedCacheTests {
     }
 }
 
+extension FleetLoadTests {
 /// The fleet's figure for private answers (BENCHMARKS.md, "Private answers on a fleet"): 1,000
 /// users, each asking three times for the same per-user URL, spread over four instances (each its
 /// own `PostgresClient`, storage and client over one table), 32 requests in flight. With a
@@ -247,6 +248,7 @@ extension SharedCacheTests {
         #expect(kept.upstream == 1_000 && kept.hits == 2_000)
         #expect(replaced.hitRate < 0.05, "one entry per URL: \(replaced)")
     }
+}
 }
 
 /// Counts the requests the cache answered from storage.

@@ -8,6 +8,7 @@ import Testing
 
 @testable import ConveyorPostgres
 
+extension FleetLoadTests {
 /// The trim of `PostgresCacheStorage` on a table of 1,000,000 rows (filled with one `INSERT …
 /// SELECT … generate_series`; the rows' entries are one byte, their `bytes` say 282, which is
 /// what the trim reads): bounded batches whatever the table's size. A suite of its own for its
@@ -90,4 +91,5 @@ import Testing
         for try await row in rows.decode((Int64, Int64).self) { result = row }
         return result
     }
+}
 }

@@ -10,6 +10,7 @@ import Testing
 
 @testable import ConveyorPostgres
 
+extension FleetLoadTests {
 /// `PostgresCacheStorage` across a network partition: the storage reaches the real PostgreSQL
 /// through `Tests/Server/partition_proxy.py`, which the test cuts (no byte goes through, no
 /// socket is closed: the database never answers and TCP never says so) and heals.
@@ -181,6 +182,7 @@ import Testing
             await Task.yield()
         }
     }
+}
 }
 
 /// `Tests/Server/partition_proxy.py` in front of a database: ``partition()`` cuts every

@@ -8,6 +8,7 @@ import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 
+extension FleetLoadTests {
 /// `PostgresTokenStore` against the real database: instances that each hold a store over one
 /// table renew a rejected token once between them; a holder that hangs or fails holds the others
 /// at most its lease; a database that does not answer leaves each instance renewing for itself;
@@ -217,4 +218,5 @@ import Testing
         for try await value in rows.decode(Bool.self) { held = value }
         return held
     }
+}
 }
