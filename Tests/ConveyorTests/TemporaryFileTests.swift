@@ -87,6 +87,10 @@ import Testing
     }
 
     @Test func oldCopiesAreSweptAndRecentOnesKept() throws {
+        // The once-per-process sweep a transport's creation runs must have run before this test's
+        // files exist: run beside a test that made the first transport, it swept the old copy
+        // first and this sweep counted 0 (a CI run under the thread sanitizer).
+        _ = URLSessionTransport.sweptOldCopies
         let old = Self.temporary.appendingPathComponent(URLSessionTransport.uploadCopyPrefix + "old-\(UUID().uuidString)")
         let recent = Self.temporary.appendingPathComponent(URLSessionTransport.uploadCopyPrefix + "new-\(UUID().uuidString)")
         try Data("x".utf8).write(to: old)
