@@ -289,7 +289,7 @@ import Testing
         let limiter = RateLimiter(quota: .init(1, per: .seconds(60)), maxWait: .zero, maxOrigins: 3, clock: ManualClock())
         for host in ["a", "b", "c", "d", "e"] {
             let origin = Origin(URL(string: "https://\(host).test")!)!
-            let (wait, account) = try limiter.take(origin, within: { nil })
+            let (wait, account, _) = try limiter.take(origin, within: { nil })
             #expect(wait == .zero)
             limiter.finish(account, status: 200, headers: [:])
             let refused = #expect(throws: NetworkError.self) { try limiter.take(origin, within: { nil }) }

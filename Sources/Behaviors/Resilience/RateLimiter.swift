@@ -14,6 +14,10 @@ public import Foundation
 /// **Your quota.** ``Quota`` allows at most `requests` sends in any `period` (a sliding log, so
 /// the quota holds whatever window the server counts in, fixed or sliding).
 ///
+/// **A fleet's quota.** ``init(sharedQuota:ledger:fallbackQuota:honorsAnnouncedLimits:maxWait:maxOrigins:clock:now:)``
+/// holds every instance that shares a ``RateLimitLedger`` to one quota together: the limiter
+/// takes grants of several sends from the ledger and spends them locally.
+///
 /// A request that would have to wait longer than ``maxWait``, or past its attempt's timeout,
 /// fails at once with ``NetworkError/rateLimited``, whose `retryAfter` says when a request may go.
 ///
@@ -58,10 +62,19 @@ public final class RateLimiter: Sendable {
         public var paced: Int
         /// Attempts the limiter failed with ``NetworkError/rateLimited``, since it was created.
         public var refused: Int
+        /// Sends of the ledger's last grant not made yet (0 without a ledger, or once it expired).
+        public var heldPermits: Int = 0
     }
 
-    /// Your quota for each origin, if any (announced quotas apply with or without it).
+    /// Your quota for each origin, if any (announced quotas apply with or without it); with a
+    /// ``ledger``, the quota of every instance that shares it, together.
     public let quota: Quota?
+    /// The ledger the instances of a fleet share ``quota`` through, or `nil` (the quota is this
+    /// limiter's own).
+    public let ledger: (any RateLimitLedger)?
+    /// While the ledger cannot be reached: the quota this instance holds itself to alone (its
+    /// share), or `nil` to refuse every attempt that needs a send of the ledger.
+    public let fallbackQuota: Quota?
     /// Whether the quotas origins announce are followed: `true`.
     public let honorsAnnouncedLimits: Bool
     /// The longest a request waits for its turn: 10 s. A longer wait fails it at once.
@@ -83,12 +96,53 @@ public final class RateLimiter: Sendable {
     ///   - maxOrigins: The most origins kept.
     ///   - clock: The clock waits are measured and slept on; tests inject a `ManualClock`.
     ///   - now: The current time, for a reset given as a date or a Unix time.
-    public init(
+    public convenience init(
         quota: Quota? = nil, honorsAnnouncedLimits: Bool = true, maxWait: Duration = .seconds(10),
         maxOrigins: Int = 1_024, clock: any Clock<Duration> = ContinuousClock(),
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
+        self.init(
+            quota: quota, ledger: nil, fallbackQuota: nil, honorsAnnouncedLimits: honorsAnnouncedLimits,
+            maxWait: maxWait, maxOrigins: maxOrigins, clock: clock, now: now)
+    }
+
+    /// Creates a limiter that holds every instance sharing `ledger` to `sharedQuota` together: it
+    /// takes grants of several sends from the ledger (at most an eighth of the quota each, more
+    /// while it spends them all) and spends them locally; what it was granted and did not send
+    /// before the grant expired, it gives back.
+    ///
+    /// ```swift
+    /// let ledger = try PostgresRateLimitLedger(client: database, name: "github")  // ConveyorPostgres
+    /// let github = RateLimiter(sharedQuota: .init(5_000, per: .seconds(3_600)), ledger: ledger)
+    /// ```
+    /// - Parameters:
+    ///   - sharedQuota: The quota of the whole fleet, per origin (give every instance the same).
+    ///   - ledger: Where the instances take their grants.
+    ///   - fallbackQuota: While the ledger cannot be reached, this instance's own quota (its share
+    ///     of `sharedQuota`), or `nil` (the default) to refuse what needs a grant until it answers.
+    ///   - honorsAnnouncedLimits: Whether the quotas origins announce are followed too.
+    ///   - maxWait: The longest a request waits for its turn (clamped to 0 … a day).
+    ///   - maxOrigins: The most origins kept.
+    ///   - clock: The clock waits and a grant's validity are measured on.
+    ///   - now: The current time, for a reset given as a date or a Unix time.
+    public convenience init(
+        sharedQuota: Quota, ledger: any RateLimitLedger, fallbackQuota: Quota? = nil,
+        honorsAnnouncedLimits: Bool = true, maxWait: Duration = .seconds(10), maxOrigins: Int = 1_024,
+        clock: any Clock<Duration> = ContinuousClock(), now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.init(
+            quota: sharedQuota, ledger: ledger, fallbackQuota: fallbackQuota,
+            honorsAnnouncedLimits: honorsAnnouncedLimits, maxWait: maxWait, maxOrigins: maxOrigins, clock: clock,
+            now: now)
+    }
+
+    private init(
+        quota: Quota?, ledger: (any RateLimitLedger)?, fallbackQuota: Quota?, honorsAnnouncedLimits: Bool,
+        maxWait: Duration, maxOrigins: Int, clock: any Clock<Duration>, now: @escaping @Sendable () -> Date
+    ) {
         self.quota = quota
+        self.ledger = ledger
+        self.fallbackQuota = fallbackQuota
         self.honorsAnnouncedLimits = honorsAnnouncedLimits
         self.maxWait = min(maxWait.clampedForConveyor, .seconds(86_400))
         self.maxWaitNanoseconds = self.maxWait.nanoseconds
@@ -108,11 +162,13 @@ public final class RateLimiter: Sendable {
             }
             let announced = account.announced.flatMap { $0.resetAt > now ? $0 : nil }
             let period = quota.map { $0.period.nanoseconds } ?? 0
+            let fallback = fallbackQuota.map { $0.period.nanoseconds } ?? 0
             return Snapshot(
                 announcedRemaining: announced?.remaining,
                 announcedReset: announced.map { .nanoseconds($0.resetAt - now) },
-                sentInPeriod: account.sends.filter { $0 > now - period }.count,
-                inFlight: account.inFlight, paced: account.paced, refused: account.refused)
+                sentInPeriod: account.sends.filter { $0 > now - (ledger == nil ? period : fallback) }.count,
+                inFlight: account.inFlight, paced: account.paced, refused: account.refused,
+                heldPermits: now < account.permitsUntil ? account.permits : 0)
         }
     }
 
@@ -122,9 +178,12 @@ public final class RateLimiter: Sendable {
     ///   - origin: The origin.
     ///   - within: The longest the attempt may wait besides ``maxWait`` (its timeout's rest); asked
     ///     only when the turn is not now.
-    /// - Returns: How long the attempt must wait before it is sent (zero: at once), and its account.
+    /// - Returns: How long the attempt must wait before it is sent (zero: at once), its account,
+    /// and whether it must then get a send of the ledger (``permit(_:after:within:)``).
     /// - Throws: ``NetworkError/rateLimited`` when the turn is further away than it may wait.
-    package func take(_ origin: Origin, within: () -> Duration?) throws(NetworkError) -> (wait: Duration, account: Account) {
+    package func take(_ origin: Origin, within: () -> Duration?) throws(NetworkError)
+        -> (wait: Duration, account: Account, needsPermit: Bool)
+    {
         let now = elapsed.nanoseconds()
         let (decision, account): (Turn, Account) = accounts.withLock { accounts in
             let account: Account
@@ -137,14 +196,138 @@ public final class RateLimiter: Sendable {
             }
             // The attempt's own deadline is read only when its turn is not now (it costs a lock).
             let longest = { within().map { min(self.maxWaitNanoseconds, $0.nanoseconds) } ?? self.maxWaitNanoseconds }
-            return (account.take(at: now, longest: longest, quota: quota), account)
+            guard ledger != nil else { return (account.take(at: now, longest: longest, quota: quota), account) }
+            // With a ledger: the origin's announcements as before, then a send of the last grant
+            // when the attempt goes now and one is left; otherwise it gets one when its turn comes.
+            let turn = account.take(at: now, longest: longest, quota: nil)
+            guard case .send(let at) = turn else { return (turn, account) }
+            return (at == now && account.spendPermit(at: now) ? turn : .permit(at: at), account)
         }
         switch decision {
         case .refuse(let wait):
             throw NetworkError.rateLimited(origin: account.originText, retryAfter: .nanoseconds(wait))
         case .send(let at):
-            return (at > now ? .nanoseconds(at - now) : .zero, account)
+            return (at > now ? .nanoseconds(at - now) : .zero, account, false)
+        case .permit(let at):
+            return (at > now ? .nanoseconds(at - now) : .zero, account, true)
         }
+    }
+
+    /// What ``permit(_:after:within:)`` does next, decided under the lock.
+    private enum PermitStep {
+        /// A send of the grant was taken.
+        case spent
+        /// Wait for the grant asked for (by this attempt or another).
+        case refill(Task<Void, Never>)
+        /// The quota has no room until then.
+        case noRoom(until: Int64)
+        /// The ledger cannot be reached until then, and there is no fallback quota.
+        case unreachable(until: Int64)
+        /// The ledger cannot be reached: sent by the fallback quota at that time.
+        case fallback(at: Int64)
+    }
+
+    /// After waiting `wait` (the origin's announced turn), gets the attempt a send of the ledger:
+    /// one of the last grant, or of a new one asked for by one attempt for all that wait for it;
+    /// when the quota has no room, waits until it may (within `within`, and ``maxWait``).
+    /// - Returns: How long the attempt waited in all.
+    /// - Throws: ``NetworkError/rateLimited`` when the quota has no room within what it may wait
+    ///   (or the ledger cannot be reached and there is no ``fallbackQuota``), ``NetworkError``'s
+    ///   cancellation when cancelled; either way the attempt is no longer in flight.
+    package func permit(_ account: Account, after wait: Duration, within: Duration?) async throws(NetworkError)
+        -> Duration
+    {
+        guard let ledger, let quota else { return wait }
+        let longest = within.map { min(maxWaitNanoseconds, $0.nanoseconds) } ?? maxWaitNanoseconds
+        var waited = wait.nanoseconds
+        accounts.withLock { _ in account.permitWaiters += 1 }
+        defer { accounts.withLock { _ in account.permitWaiters -= 1 } }
+        do {
+            if wait > .zero { try await Self.sleep(for: wait, on: clock) }
+            while true {
+                let now = elapsed.nanoseconds()
+                let step: PermitStep = accounts.withLock { _ in
+                    if account.spendPermit(at: now) { return .spent }
+                    if now < account.unreachableUntil {
+                        guard let fallbackQuota else { return .unreachable(until: account.unreachableUntil) }
+                        return .fallback(at: account.earliestSend(at: now, quota: fallbackQuota))
+                    }
+                    if now < account.noRoomUntil { return .noRoom(until: account.noRoomUntil) }
+                    if let refill = account.refill { return .refill(refill) }
+                    // Twice what the grant it replaces spent: more while all is spent, less when it expires unspent.
+                    let spent = account.grant == nil ? 0 : account.spentOfGrant
+                    let wanted = min(max(1, quota.requests / 8), max(1, account.permitWaiters, 2 * spent))
+                    let refill = Task { await self.refill(account, wanted: wanted, quota: quota, ledger: ledger) }
+                    account.refill = refill
+                    return .refill(refill)
+                }
+                switch step {
+                case .spent:
+                    if waited > 0 { accounts.withLock { _ in account.paced += 1 } }
+                    return .nanoseconds(waited)
+                case .refill(let refill):
+                    await refill.value
+                    try Task.checkCancellation()
+                case .noRoom(let until):
+                    guard waited + (until - now) <= longest else { throw refusal(account, wait: until - now) }
+                    try await Self.sleep(for: .nanoseconds(until - now), on: clock)
+                    waited += until - now
+                case .unreachable(let until):
+                    throw refusal(account, wait: until - now)
+                case .fallback(let at):
+                    guard waited + (at - now) <= longest else { throw refusal(account, wait: at - now) }
+                    accounts.withLock { _ in account.logSend(at: at, quota: fallbackQuota ?? quota) }
+                    if at > now { try await Self.sleep(for: .nanoseconds(at - now), on: clock) }
+                    waited += at - now
+                    if waited > 0 { accounts.withLock { _ in account.paced += 1 } }
+                    return .nanoseconds(waited)
+                }
+            }
+        } catch let error as NetworkError {
+            throw error
+        } catch {
+            // Cancelled while waiting: no longer in flight.
+            finish(account, status: nil, headers: nil)
+            throw NetworkError(transportError: error)
+        }
+    }
+
+    /// Refuses an attempt that was taken: counted, no longer in flight.
+    private func refusal(_ account: Account, wait: Int64) -> NetworkError {
+        accounts.withLock { _ in
+            account.refused += 1
+            account.inFlight = max(0, account.inFlight - 1)
+        }
+        return NetworkError.rateLimited(origin: account.originText, retryAfter: .nanoseconds(max(0, wait)))
+    }
+
+    /// Asks the ledger for a grant for `account` and keeps what it answered; gives back what the
+    /// expired grant it replaces did not spend.
+    private func refill(_ account: Account, wanted: Int, quota: Quota, ledger: any RateLimitLedger) async {
+        let started = elapsed.nanoseconds()
+        let grant = await ledger.grant(wanted, of: quota, for: account.originText)
+        let now = elapsed.nanoseconds()
+        let unused: (grant: RateLimitGrant, count: Int)? = accounts.withLock { _ in
+            account.refill = nil
+            guard grant.isAvailable else {
+                account.unreachableUntil = now &+ max(1_000_000, grant.retryAfter.nanoseconds)
+                return nil
+            }
+            account.unreachableUntil = 0
+            guard grant.permits > 0 else {
+                account.noRoomUntil = now &+ max(1_000_000, grant.retryAfter.nanoseconds)
+                return nil
+            }
+            let unused = account.grant.flatMap { account.permits > 0 ? ($0, account.permits) : nil }
+            account.grant = grant
+            account.permits = grant.permits
+            account.spentOfGrant = 0
+            // Counted from before the ledger was asked: its sends are made within `validFor` of
+            // the moment the ledger counts the grant from, or sooner.
+            account.permitsUntil = started &+ grant.validFor.nanoseconds
+            return unused
+        }
+        if let unused { await ledger.giveBack(unused.count, of: unused.grant, for: account.originText) }
     }
 
     /// Sleeps until a turn ``take(_:within:)`` gave; cancelled, the attempt is no longer in flight.
@@ -197,6 +380,8 @@ public final class RateLimiter: Sendable {
         case send(at: Int64)
         /// Do not send: the turn is this far away.
         case refuse(wait: Int64)
+        /// Send at this time, with a send of the ledger's (taken then).
+        case permit(at: Int64)
     }
 
     /// One origin's counts. Its fields are read and written only under the limiter's lock.
@@ -218,6 +403,18 @@ public final class RateLimiter: Sendable {
         var paced = 0
         var refused = 0
         var lastUsed: Int64 = 0
+        /// With a ledger: its last grant, the sends of it left and until when they may be made,
+        /// and how many of it were spent.
+        var grant: RateLimitGrant?
+        var permits = 0
+        var permitsUntil: Int64 = 0
+        var spentOfGrant = 0
+        /// The grant being asked for, the attempts waiting for a send, and until when the ledger
+        /// said the quota has no room or could not be reached.
+        var refill: Task<Void, Never>?
+        var permitWaiters = 0
+        var noRoomUntil: Int64 = 0
+        var unreachableUntil: Int64 = 0
 
         /// The time an attempt may be sent at: the later of the quota's and the announcement's.
         init(_ origin: Origin) {
@@ -229,9 +426,7 @@ public final class RateLimiter: Sendable {
         func take(at now: Int64, longest: () -> Int64, quota: Quota?) -> Turn {
             lastUsed = max(lastUsed, now)
             var at = now
-            if let quota, sends.count >= quota.requests {
-                at = max(at, sends[oldest] &+ quota.period.nanoseconds)
-            }
+            if let quota { at = earliestSend(at: now, quota: quota) }
             var waitsForReset = false
             if var announced {
                 if now >= announced.resetAt {
@@ -257,17 +452,34 @@ public final class RateLimiter: Sendable {
                 return .refuse(wait: at - now)
             }
             if waitsForReset { self.announced?.waitingForReset += 1 }
-            if let quota {
-                if sends.count < quota.requests {
-                    sends.append(at)
-                } else {
-                    sends[oldest] = at
-                    oldest = (oldest + 1) % sends.count
-                }
-            }
+            if let quota { logSend(at: at, quota: quota) }
             if at > now { paced += 1 }
             inFlight += 1
             return .send(at: at)
+        }
+
+        /// The earliest time at or after `now` a send keeps `quota` (by the sliding log).
+        func earliestSend(at now: Int64, quota: Quota) -> Int64 {
+            guard sends.count >= quota.requests, !sends.isEmpty else { return now }
+            return max(now, sends[oldest] &+ quota.period.nanoseconds)
+        }
+
+        /// Logs a send at `at` against `quota`.
+        func logSend(at: Int64, quota: Quota) {
+            if sends.count < quota.requests {
+                sends.append(at)
+            } else if !sends.isEmpty {
+                sends[oldest] = at
+                oldest = (oldest + 1) % sends.count
+            }
+        }
+
+        /// Takes a send of the ledger's last grant, if one is left and it has not expired.
+        func spendPermit(at now: Int64) -> Bool {
+            guard permits > 0, now < permitsUntil else { return false }
+            permits -= 1
+            spentOfGrant += 1
+            return true
         }
 
         /// Follows what an answer announced: its count, less the attempts still in flight.
@@ -325,14 +537,19 @@ public struct RateLimitBehavior: AttemptIntercepting, AttemptGating {
 
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
         guard let origin = context.requestOrigin else { return .uncounted }
-        let (wait, account) = try limiter.take(origin, within: { context.attemptTimeRemaining })
-        guard wait > .zero else { return GatePass(record: account) }
-        return GatePass(record: account, number: wait.nanoseconds, waits: true)
+        let (wait, account, needsPermit) = try limiter.take(origin, within: { context.attemptTimeRemaining })
+        guard wait > .zero || needsPermit else { return GatePass(record: account) }
+        return GatePass(record: account, number: wait.nanoseconds, flag: needsPermit, waits: true)
     }
 
     package func waitForTurn(_ pass: GatePass, context: RequestContext) async throws(NetworkError) -> GatePass {
         guard let account = pass.record as? RateLimiter.Account else { return pass }
         let wait = Duration.nanoseconds(pass.number)
+        if pass.flag {
+            let waited = try await limiter.permit(account, after: wait, within: context.attemptTimeRemaining)
+            if waited > .zero { context.notePaced(waited) }
+            return GatePass(record: account)
+        }
         do {
             try await limiter.wait(wait, account: account)
         } catch {
