@@ -3,7 +3,6 @@ import Crypto
 public import Foundation
 public import Logging
 import NIOConcurrencyHelpers
-import NIOCore
 public import PostgresNIO
 
 /// The secret under which ``PostgresCacheStorage`` writes identities (HMAC-SHA256): at least 16
@@ -123,24 +122,20 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     public let credentialDigest: CacheCredentialDigest
     /// The table's name and the names derived from it, quoted.
     let names: Names
+    /// Every call to the database goes through it: each ends within `timeout`, a cool-down after
+    /// a failure, and the schema prepared on first use.
+    private let calls: BoundedCalls
     private let state = NIOLockedValueBox(State())
 
-    /// The most calls that may wait on the database at once.
-    static let maxWaiting = 64
-    /// The most calls that ran out of time and are still ending: waiting for a connection of the
-    /// pool (they end as soon as the pool answers their cancellation), or on a connection whose
-    /// closing has not finished; at this many, calls are misses at once.
-    static let maxAbandoned = 64
+    /// The most calls that may wait on the database at once (``BoundedCalls/maxWaiting``).
+    static let maxWaiting = BoundedCalls.maxWaiting
+    /// The most calls that ran out of time and may be still ending; at this many, calls are
+    /// misses at once (``BoundedCalls/maxAbandoned``).
+    static let maxAbandoned = BoundedCalls.maxAbandoned
     /// A hit refreshes the row's `last_used` (for eviction) only when it is older than this.
     static let touchInterval: TimeInterval = 60
 
     private struct State {
-        var schemaReady = false
-        var waiting = 0
-        var abandoned = 0
-        /// No call reaches the database before this instant of `clock` (after a failure).
-        var coolingUntil: (any InstantProtocol)?
-        var failing = false
         var bytesSinceTrim = 0
         var trimming = false
         /// The waiters for another process's fill, by the URL's hash: one poll per URL.
@@ -221,8 +216,19 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         self.logger = logger
         self.clock = clock
         self.now = now
-        lockKey = Self.advisoryLockKey(table)
-        names = Names(table: table)
+        let lockKey = Self.advisoryLockKey(table)
+        let names = Names(table: table)
+        self.lockKey = lockKey
+        self.names = names
+        calls = BoundedCalls(
+            client: client, timeout: timeout, clock: clock, logger: logger,
+            messages: .init(
+                unavailable:
+                    "HTTP cache database unavailable: every lookup is a miss and nothing is stored for the cool-down",
+                answersAgain: "HTTP cache database answers again", namespace: "cache", table: table),
+            prepare: { connection in
+                try await Self.prepare(on: connection, names: names, lockKey: lockKey, logger: logger)
+            })
     }
 
     // MARK: - CacheStorage
@@ -234,7 +240,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         let url = Self.urlKey(of: key).map(Self.hash) ?? own
         let now = now()
         let touchBefore = now.addingTimeInterval(-Self.touchInterval)
-        let found: CachedResponse?? = await bounded("lookup") { [logger, names] (session: Session<CachedResponse?>) in
+        let found: CachedResponse?? = await calls.run("lookup") { [logger, names] (session: Session<CachedResponse?>) in
             let rows = try await session.connection.query(
                 """
                 SELECT entry, last_used < \(touchBefore), key_hash FROM \(unescaped: names.table)
@@ -274,7 +280,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         let hash = Self.hash(key)
         let url = Self.urlKey(of: key).map(Self.hash) ?? hash
         let size = data.count
-        _ = await bounded("store") { [logger, names] (session: Session<Void>) in
+        _ = await calls.run("store") { [logger, names] (session: Session<Void>) in
             try await session.connection.query(
                 """
                 INSERT INTO \(unescaped: names.table) (key_hash, entry, bytes, expires_at, last_used, url_hash)
@@ -305,7 +311,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     /// Removes the key's row, if any.
     public func removeEntry(for key: String) async {
         let hash = Self.hash(key)
-        _ = await bounded("remove") { [logger, names] (session: Session<Void>) in
+        _ = await calls.run("remove") { [logger, names] (session: Session<Void>) in
             try await session.connection.query(
                 "DELETE FROM \(unescaped: names.table) WHERE key_hash = \(hash)", logger: logger)
         }
@@ -318,7 +324,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     /// written before 1.2 have no `url_hash`: theirs is their `key_hash`).
     public func removeVariants(of key: String) async {
         let hash = Self.hash(key)
-        _ = await bounded("remove") { [logger, names] (session: Session<Void>) in
+        _ = await calls.run("remove") { [logger, names] (session: Session<Void>) in
             try await session.connection.query(
                 "DELETE FROM \(unescaped: names.table) WHERE key_hash = \(hash) OR url_hash = \(hash)", logger: logger)
         }
@@ -335,7 +341,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         let holder = UUID()
         let now = now()
         let until = now.addingTimeInterval(Self.seconds(fillLease))
-        let turn: CacheFillTurn? = await bounded("fill") { [logger, names] (session: Session<CacheFillTurn>) in
+        let turn: CacheFillTurn? = await calls.run("fill") { [logger, names] (session: Session<CacheFillTurn>) in
             let rows = try await session.connection.query(
                 """
                 WITH taken AS (
@@ -366,7 +372,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         let hash = Self.hash(lease.key)
         let holder = lease.holder
         let hintUntil = now().addingTimeInterval(Self.privateFillHint)
-        _ = await bounded("fill end") { [logger, names] (session: Session<Void>) in
+        _ = await calls.run("fill end") { [logger, names] (session: Session<Void>) in
             if stored == .privateAnswer {
                 try await session.connection.query(
                     """
@@ -375,7 +381,8 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
                     """, logger: logger)
             } else {
                 try await session.connection.query(
-                    "DELETE FROM \(unescaped: names.fill) WHERE key_hash = \(hash) AND holder = \(holder)", logger: logger)
+                    "DELETE FROM \(unescaped: names.fill) WHERE key_hash = \(hash) AND holder = \(holder)",
+                    logger: logger)
             }
         }
     }
@@ -414,7 +421,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         let deadline = clock.deadline(after: fillLease)
         while !clock.hasPassed(deadline) {
             let now = now()
-            let live: Bool? = await bounded("fill wait") { [logger, names] (session: Session<Bool>) in
+            let live: Bool? = await calls.run("fill wait") { [logger, names] (session: Session<Bool>) in
                 let rows = try await session.connection.query(
                     """
                     SELECT until > \(now) AND NOT private FROM \(unescaped: names.fill) WHERE key_hash = \(hash)
@@ -434,7 +441,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
 
     /// Removes every row of the table (for every process that shares it).
     public func removeAll() async {
-        _ = await bounded("remove all") { [logger, names] (session: Session<Void>) in
+        _ = await calls.run("remove all") { [logger, names] (session: Session<Void>) in
             try await session.connection.withTransaction(logger: logger) { connection in
                 try await Self.limit(connection, to: session.remaining() * 3 / 4, logger: logger)
                 try await connection.query("DELETE FROM \(unescaped: names.table)", logger: logger)
@@ -450,14 +457,15 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     /// - Throws: The database's error.
     public func prepare() async throws {
         try await client.withConnection { connection in
-            try await self.prepare(on: connection)
+            try await self.calls.prepare(on: connection)
         }
     }
 
-    private func prepare(on connection: PostgresConnection) async throws {
-        let names = names
-        let lockKey = lockKey
-        let logger = logger
+    /// Creates what is missing of the schema of `names` (``BoundedCalls``'s `prepare`: it holds
+    /// no storage, only these values).
+    private static func prepare(
+        on connection: PostgresConnection, names: Names, lockKey: Int64, logger: Logger
+    ) async throws {
         // One process creates at a time: `CREATE … IF NOT EXISTS` run side by side can still
         // collide in PostgreSQL's catalog.
         try await connection.withTransaction(logger: logger) { connection in
@@ -492,7 +500,6 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
                 try await connection.query(statement, logger: logger)
             }
         }
-        state.withLockedValue { $0.schemaReady = true }
     }
 
     /// Deletes the rows past their use and then the least recently used ones until the rest fit
@@ -503,7 +510,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     /// - Throws: The database's error (a batch that ran out of time: SQLSTATE 57014 or 55P03).
     public func trim() async throws {
         try await client.withConnection { connection in
-            try await self.prepareIfNeeded(on: connection)
+            try await self.calls.prepareIfNeeded(on: connection)
             _ = try await self.trimBatches(on: connection, remaining: nil)
         }
     }
@@ -617,11 +624,6 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         return state == "57014" || state == "55P03"
     }
 
-    private func prepareIfNeeded(on connection: PostgresConnection) async throws {
-        guard !state.withLockedValue({ $0.schemaReady }) else { return }
-        try await prepare(on: connection)
-    }
-
     /// When the row stops being of use: when the entry goes stale if it cannot be revalidated,
     /// `keepStale` later if it can.
     private func expiry(of entry: CachedResponse) -> Date {
@@ -631,159 +633,15 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
 
     // MARK: - Bounded calls
 
-    /// What a call's body gets: the connection it runs on and the time left before its deadline.
-    struct Session<T: Sendable>: Sendable {
-        let connection: PostgresConnection
-        let remaining: @Sendable () -> Duration
-        fileprivate let race: Race<T>
-
-        /// The call's answer should its remaining statements fail or run out of time.
-        func keep(_ value: T) { race.keep(value) }
-    }
-
-    /// Runs `body` on a connection of the pool within `timeout`, one deadline for everything the
-    /// body does: its value, or `nil` when the database failed, did not answer in time, is cooling
-    /// down after a failure, or already has ``maxWaiting`` calls waiting. A call that runs out of
-    /// time closes its connection (a query PostgresNIO would not abandon otherwise; the pool
-    /// opens another) and frees its place at once; at most ``maxAbandoned`` such calls may be
-    /// still ending. Never throws, never waits longer than `timeout`.
-    private func bounded<T: Sendable>(
-        _ operation: String, _ body: @escaping @Sendable (Session<T>) async throws -> T
-    ) async -> T? {
-        let admitted: Bool = state.withLockedValue { state in
-            if let until = state.coolingUntil {
-                guard clock.hasPassed(until) else { return false }
-                state.coolingUntil = nil
-            }
-            guard state.waiting < Self.maxWaiting, state.abandoned < Self.maxAbandoned else { return false }
-            state.waiting += 1
-            return true
-        }
-        guard admitted else { return nil }
-        let deadline = clock.deadline(after: timeout)
-        let call = Call()
-        let race = Race<T>()
-        let remaining: @Sendable () -> Duration = { [clock] in clock.remaining(until: deadline) }
-        let work = Task {
-            do {
-                let value = try await self.run(body, call: call, race: race, remaining: remaining)
-                race.finish(.value(value))
-            } catch {
-                race.finish(.failed(error))
-            }
-            let ending = call.end()
-            self.state.withLockedValue { state in
-                if !ending.abandoned {
-                    state.waiting -= 1
-                } else if ending.counted {
-                    state.abandoned -= 1
-                }
-            }
-        }
-        let timer = Task { [clock] in
-            try? await clock.sleep(untilInstant: deadline)
-            race.finish(.timedOut)
-        }
-        let outcome = await withTaskCancellationHandler {
-            await race.outcome()
-        } onCancel: {
-            race.finish(.cancelled)
-        }
-        timer.cancel()
-        let kept = outcome.1
-        switch outcome.0 {
-        case .value(let value):
-            recovered()
-            return value
-        case .failed(let error):
-            failed(operation, reason: Self.describe(error))
-        case .timedOut:
-            abandon(work, call)
-            failed(operation, reason: "no answer within \(timeout)")
-        case .cancelled:
-            abandon(work, call)
-        }
-        return kept
-    }
-
-    /// The body of a call on a leased connection, which the call can close.
-    private func run<T: Sendable>(
-        _ body: @Sendable (Session<T>) async throws -> T, call: Call, race: Race<T>,
-        remaining: @escaping @Sendable () -> Duration
-    ) async throws -> T {
-        let lease = Lease(client: client)
-        return try await lease.run { connection in
-            try call.attach(connection)
-            defer { call.detach() }
-            try await self.prepareIfNeeded(on: connection)
-            return try await body(Session(connection: connection, remaining: remaining, race: race))
-        }
-    }
-
-    /// Gives up a call that is still running: its place is free at once; it counts among the
-    /// abandoned until it ends or its connection has closed, whichever comes first. Closing the
-    /// connection ends the call at once in nearly every run; but a query PostgresNIO (1.33.2)
-    /// writes to a connection whose closing is under way can wait forever (seen in
-    /// `SharedCachePartitionTests`, about 1 run in 5), and such a call holds nothing of the
-    /// database any more: its connection is closed and the pool has dropped it.
-    private func abandon(_ work: Task<Void, Never>, _ call: Call) {
-        work.cancel()
-        let (counted, closing) = call.abandon()
-        if counted {
-            state.withLockedValue { state in
-                state.waiting -= 1
-                state.abandoned += 1
-            }
-        }
-        closing?.whenComplete { [state] _ in
-            if call.closed() { state.withLockedValue { $0.abandoned -= 1 } }
-        }
-    }
+    /// What a call's body gets (``BoundedCalls/Session``).
+    typealias Session<T: Sendable> = BoundedCalls.Session<T>
 
     /// How many calls wait on the database now, and how many ran out of time and have not ended
     /// (for the tests: a call that ran out of time must end at once, its place free).
-    var load: (waiting: Int, abandoned: Int) { state.withLockedValue { ($0.waiting, $0.abandoned) } }
+    var load: (waiting: Int, abandoned: Int) { calls.load }
 
     /// After a failure the database is left alone for this long: four timeouts, at least a second.
-    var cooldown: Duration { max(timeout * 4, .seconds(1)) }
-
-    private func failed(_ operation: String, reason: String) {
-        let cooldown = cooldown
-        // Calls that were waiting when the database went away fail together: one line for them.
-        let first: Bool = state.withLockedValue { state in
-            defer {
-                state.coolingUntil = clock.deadline(after: cooldown)
-                state.failing = true
-            }
-            return state.coolingUntil == nil
-        }
-        guard first else { return }
-        logger.warning(
-            "HTTP cache database unavailable: every lookup is a miss and nothing is stored for the cool-down",
-            metadata: [
-                "cache.table": "\(table)", "cache.operation": "\(operation)", "cache.reason": "\(reason)",
-                "cache.cooldown": "\(cooldown)",
-            ])
-    }
-
-    private func recovered() {
-        let wasFailing = state.withLockedValue { state in
-            defer { state.failing = false }
-            return state.failing
-        }
-        if wasFailing { logger.notice("HTTP cache database answers again", metadata: ["cache.table": "\(table)"]) }
-    }
-
-    /// What an error says, without anything of the query: PostgresNIO's errors describe only
-    /// their kind (details need `String(reflecting:)`, which is never used here).
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? PSQLError {
-            var text = "PostgreSQL: \(error.code)"
-            if let state = error.serverInfo?[.sqlState] { text += " (SQLSTATE \(state))" }
-            return text
-        }
-        return "\(type(of: error))"
-    }
+    var cooldown: Duration { calls.cooldown }
 
     // MARK: - Names and keys
 
@@ -819,137 +677,6 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     static func seconds(_ duration: Duration) -> TimeInterval {
         let (seconds, attoseconds) = duration.components
         return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}
-
-extension Clock {
-    func deadline(after duration: Duration) -> any InstantProtocol where Duration == Swift.Duration {
-        now.advanced(by: duration)
-    }
-
-    func hasPassed(_ instant: any InstantProtocol) -> Bool where Duration == Swift.Duration {
-        guard let instant = instant as? Instant else { return true }
-        return now >= instant
-    }
-
-    fileprivate func remaining(until instant: any InstantProtocol) -> Swift.Duration where Duration == Swift.Duration {
-        guard let instant = instant as? Instant else { return .zero }
-        return max(.zero, now.duration(to: instant))
-    }
-
-    fileprivate func sleep(untilInstant instant: any InstantProtocol) async throws where Duration == Swift.Duration {
-        guard let instant = instant as? Instant else { return }
-        try await sleep(until: instant, tolerance: nil)
-    }
-}
-
-/// The first of a call's endings (its value or error, the timeout, the caller's cancellation),
-/// delivered once to the one waiter, with the value the call kept should it end otherwise.
-private final class Race<T: Sendable>: Sendable {
-    enum Ending: Sendable {
-        case value(T)
-        case failed(any Error)
-        case timedOut
-        case cancelled
-    }
-
-    private struct State {
-        var ending: Ending?
-        var kept: T?
-        var waiter: CheckedContinuation<(Ending, T?), Never>?
-    }
-
-    private let state = NIOLockedValueBox(State())
-
-    func keep(_ value: T) { state.withLockedValue { $0.kept = value } }
-
-    func finish(_ ending: Ending) {
-        let (waiter, kept): (CheckedContinuation<(Ending, T?), Never>?, T?) = state.withLockedValue { state in
-            guard state.ending == nil else { return (nil, nil) }
-            state.ending = ending
-            defer { state.waiter = nil }
-            return (state.waiter, state.kept)
-        }
-        waiter?.resume(returning: (ending, kept))
-    }
-
-    func outcome() async -> (Ending, T?) {
-        await withCheckedContinuation { continuation in
-            let ready: (Ending, T?)? = state.withLockedValue { state in
-                if let ending = state.ending { return (ending, state.kept) }
-                state.waiter = continuation
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
-        }
-    }
-}
-
-/// `PostgresClient.withConnection` for a body of a generic result (one place for the call).
-private struct Lease {
-    let client: PostgresClient
-
-    func run<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in try await body(connection) }
-    }
-}
-
-/// One call's hold on a connection, so that a call that ran out of time can close it.
-private final class Call: Sendable {
-    private struct State {
-        var connection: PostgresConnection?
-        var abandoned = false
-        var ended = false
-        /// Whether the call counts among the storage's abandoned calls.
-        var counted = false
-    }
-
-    private let state = NIOLockedValueBox(State())
-
-    /// The call got its connection; throws when the call was abandoned before.
-    func attach(_ connection: PostgresConnection) throws {
-        let abandoned = state.withLockedValue { state in
-            if !state.abandoned { state.connection = connection }
-            return state.abandoned
-        }
-        if abandoned { throw CancellationError() }
-    }
-
-    func detach() { state.withLockedValue { $0.connection = nil } }
-
-    /// Gives the call up and closes its connection. Returns whether the call was still running
-    /// (it now counts among the abandoned, until ``end()`` or ``closed()`` says otherwise) and
-    /// the closing of its connection, if it had one.
-    func abandon() -> (counted: Bool, closing: EventLoopFuture<Void>?) {
-        let (connection, counted) = state.withLockedValue { state in
-            state.abandoned = true
-            state.counted = !state.ended
-            defer { state.connection = nil }
-            return (state.connection, state.counted)
-        }
-        // Closing fails the query that waits on it (PostgresNIO does not cancel a running query);
-        // the pool replaces the connection. At once, before the call's lease can hand the
-        // connection to another call.
-        return (counted, connection?.close())
-    }
-
-    /// The call ended. Returns whether it had been abandoned, and whether it still counted among
-    /// the abandoned (it no longer does).
-    func end() -> (abandoned: Bool, counted: Bool) {
-        state.withLockedValue { state in
-            state.ended = true
-            defer { state.counted = false }
-            return (state.abandoned, state.counted)
-        }
-    }
-
-    /// The abandoned call's connection has closed; returns whether the call still counted among
-    /// the abandoned (it no longer does).
-    func closed() -> Bool {
-        state.withLockedValue { state in
-            defer { state.counted = false }
-            return state.counted
-        }
     }
 }
 

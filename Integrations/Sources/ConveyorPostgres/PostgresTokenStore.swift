@@ -28,7 +28,9 @@ public import PostgresNIO
 ///   at most its `lease`, after which the next one renews; a renewal that throws releases the lease
 ///   and the error reaches the requests that waited for it, as ``Conveyor/AuthTokenBehavior``
 ///   reports a refresher's; a database that does not answer within `timeout` makes each instance
-///   renew for itself, as without the store.
+///   renew for itself, as without the store. After such a failure the store leaves the database
+///   alone for a cool-down of four times `timeout`, at least a second (each instance renews for
+///   itself at once), and logs one warning, then one notice when the table answers again.
 /// - **The token is never in clear in the table**: it is sealed with ChaCha20-Poly1305 under
 ///   `encryptionKey` (with the table and the token's name as associated data, so a sealed token
 ///   copied to another row does not open), and nothing of it reaches a log.
@@ -42,18 +44,19 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     /// How long one call may wait on the database.
     public let timeout: Duration
 
-    private let client: PostgresClient
     private let refresher: any TokenRefresher
     private let key: SymmetricKey
     private let logger: Logger
     private let clock: any Clock<Duration>
     private let now: @Sendable () -> Date
     private let quotedTable: String
+    /// Every call to the database goes through it: each ends within `timeout`, a cool-down after
+    /// a failure, and the table created on first use.
+    private let calls: BoundedCalls
     private let state = NIOLockedValueBox(State())
 
     private struct State {
         var token: String?
-        var prepared = false
     }
 
     /// How often an instance waiting for another's renewal looks for the new token.
@@ -68,9 +71,11 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     ///   - refresher: What obtains a new token (your call to the token endpoint).
     ///   - lease: How long one instance may renew before another may (about the token endpoint's
     ///     timeout); 10 s by default.
-    ///   - timeout: How long one call may wait on the database; 250 ms by default.
-    ///   - logger: Where the store's failures are logged (never a token).
-    ///   - clock: The clock waits and timeouts are measured on.
+    ///   - timeout: How long one call may wait on the database; 250 ms by default. After a call
+    ///     that failed or ran out of time, the store leaves the database alone for four times
+    ///     `timeout`, at least a second.
+    ///   - logger: Where the store's failures and recoveries are logged (never a token).
+    ///   - clock: The clock waits, timeouts and the cool-down are measured on.
     ///   - now: The current time, for leases.
     /// - Throws: ``PostgresCacheStorage/ConfigurationError/invalidTableName(_:)``.
     public init(
@@ -80,7 +85,6 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
         now: @escaping @Sendable () -> Date = { Date() }
     ) throws(PostgresCacheStorage.ConfigurationError) {
         guard PostgresCacheStorage.isPlainName(table) else { throw .invalidTableName(table) }
-        self.client = client
         self.table = table
         self.name = name
         self.key = SymmetricKey(data: encryptionKey.bytes)
@@ -90,7 +94,17 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
         self.logger = logger
         self.clock = clock
         self.now = now
-        quotedTable = PostgresCacheStorage.quoted(table)
+        let quotedTable = PostgresCacheStorage.quoted(table)
+        self.quotedTable = quotedTable
+        let lockKey = PostgresCacheStorage.advisoryLockKey("tokens:" + table)
+        calls = BoundedCalls(
+            client: client, timeout: timeout, clock: clock, logger: logger,
+            messages: .init(
+                unavailable: "token table unavailable: each instance renews its own token for the cool-down",
+                answersAgain: "token table answers again", namespace: "tokens", table: table),
+            prepare: { connection in
+                try await Self.prepare(on: connection, quotedTable: quotedTable, lockKey: lockKey, logger: logger)
+            })
     }
 
     // MARK: - TokenProvider
@@ -162,11 +176,11 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     }
 
     /// The name's row: its token (opened) and whether its lease is free. `nil` when the database
-    /// did not answer in time.
+    /// did not answer in time (or is cooling down after a failure).
     private func read() async -> Row? {
         let now = now()
-        let found: Row?? = await bounded { [self] connection in
-            let rows = try await connection.query(
+        let found: Row?? = await calls.run("read") { [self] (session: BoundedCalls.Session<Row?>) in
+            let rows = try await session.connection.query(
                 """
                 SELECT sealed, lease_until IS NULL OR lease_until <= \(now) FROM \(unescaped: quotedTable)
                 WHERE name = \(name)
@@ -190,8 +204,8 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
         let holder = UUID()
         let now = now()
         let until = now.addingTimeInterval(Self.seconds(lease))
-        let taken: Bool? = await bounded { [self] connection in
-            let rows = try await connection.query(
+        let taken: Bool? = await calls.run("lease") { [self] (session: BoundedCalls.Session<Bool>) in
+            let rows = try await session.connection.query(
                 """
                 INSERT INTO \(unescaped: quotedTable) AS t (name, sealed, lease_holder, lease_until)
                 VALUES (\(name), NULL, \(holder), \(until))
@@ -209,7 +223,8 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     /// Ends the lease, storing the new token (sealed) when there is one.
     private func release(holder: UUID, storing token: String?) async {
         let sealed = token.flatMap(seal)
-        _ = await bounded { [self] connection in
+        _ = await calls.run("release") { [self] (session: BoundedCalls.Session<Void>) in
+            let connection = session.connection
             if let sealed {
                 try await connection.query(
                     """
@@ -240,43 +255,13 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
 
     private var associatedData: Data { Data("conveyor-token:\(table):\(name)".utf8) }
 
-    /// Runs `body` on a connection (creating the table on first use), or `nil` when it did not
-    /// finish within `timeout`: the call is abandoned (its task cancelled), never waited for.
-    private func bounded<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async -> T? {
-        let once = NIOLockedValueBox(false)
-        let claim: @Sendable () -> Bool = {
-            once.withLockedValue { done in
-                defer { done = true }
-                return !done
-            }
-        }
-        return await withCheckedContinuation { (continuation: CheckedContinuation<T?, Never>) in
-            let work = Task {
-                let value = try? await self.client.withConnection { connection in
-                    try await self.prepareIfNeeded(connection)
-                    return try await body(connection)
-                }
-                if claim() {
-                    if value == nil { self.logger.warning("token table unavailable", metadata: ["tokens.table": "\(self.table)"]) }
-                    continuation.resume(returning: value)
-                }
-            }
-            Task { [clock, timeout, logger, table] in
-                try? await clock.sleep(for: timeout)
-                if claim() {
-                    work.cancel()
-                    logger.warning("token table did not answer in time", metadata: ["tokens.table": "\(table)"])
-                    continuation.resume(returning: nil)
-                }
-            }
-        }
-    }
-
-    private func prepareIfNeeded(_ connection: PostgresConnection) async throws {
-        guard !state.withLockedValue({ $0.prepared }) else { return }
+    /// Creates the table if it is missing (``BoundedCalls``'s `prepare`: it holds no store, only
+    /// these values).
+    private static func prepare(
+        on connection: PostgresConnection, quotedTable: String, lockKey: Int64, logger: Logger
+    ) async throws {
         // One process creates at a time: `CREATE … IF NOT EXISTS` run side by side can collide in
         // PostgreSQL's catalog (seen: instances starting together renewed for themselves).
-        let lockKey = PostgresCacheStorage.advisoryLockKey("tokens:" + table)
         try await connection.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
             try await connection.query(
@@ -285,7 +270,6 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
                     name text PRIMARY KEY, sealed bytea, lease_holder uuid, lease_until timestamptz)
                 """, logger: logger)
         }
-        state.withLockedValue { $0.prepared = true }
     }
 
     static func seconds(_ duration: Duration) -> TimeInterval {
