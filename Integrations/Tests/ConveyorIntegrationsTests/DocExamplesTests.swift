@@ -127,6 +127,19 @@ enum TokenStoreGuideExamples {
     }
 }
 
+// The Swift block of Docs/Integrations.md, "One quota for a fleet", as written.
+enum QuotaGuideExamples {
+    func partnerClient(database: PostgresClient, transport: AsyncHTTPClientTransport) throws -> NetworkClient {
+        // Every instance: the same table, the same name, the same quota.
+        let ledger = try PostgresRateLimitLedger(client: database, name: "partner-api")
+        let quota = RateLimiter(sharedQuota: .init(100, per: .seconds(60)), ledger: ledger)
+        return NetworkClient(baseURL: URL(string: "https://partner.example.com")!, transport: transport) {
+            RetryBehavior()
+            RateLimitBehavior(quota)
+        }
+    }
+}
+
 @Suite struct DocExamplesTests {
     static let marker = "compiled by its DocExamplesTests"
 
@@ -144,7 +157,7 @@ enum TokenStoreGuideExamples {
     }
 
     @Test(arguments: [
-        ("Docs/Integrations.md", "DocExamplesTests.swift", 8), ("Docs/OpenAPI.md", "OpenAPIGuideExamples.swift", 5),
+        ("Docs/Integrations.md", "DocExamplesTests.swift", 9), ("Docs/OpenAPI.md", "OpenAPIGuideExamples.swift", 5),
         ("Docs/Caching.md", "CachingGuideExamples.swift", 1),
     ])
     func everyExampleOfTheGuideIsCompiledHere(guide path: String, copies: String, count: Int) throws {
