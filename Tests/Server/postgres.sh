@@ -12,6 +12,18 @@ dir="${2:?usage: postgres.sh start|stop|kill DIR}"
 bin="${CONVEYOR_POSTGRES_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}"
 [ -x "$bin/initdb" ] || { echo "postgres.sh: PostgreSQL's server is not installed (apt-get install postgresql)" >&2; exit 69; }
 as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+# The server keeps nothing open of the process that ran this script but /dev/null and its log:
+# a descriptor that process opened at that moment without close-on-exec (the write end of a pipe
+# another of its threads reads, seen in the tests: TestPostgres spawned this script while
+# LocalServer's probe had a pipe open) would stay open for as long as the server runs, and the
+# pipe's reader would never see its end.
+close_inherited() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        case "$fd" in 0 | 1 | 2 | 255) ;; *) eval "exec $fd>&-" 2>/dev/null || true ;; esac
+    done
+}
 # The test password: the secrets check of .ci/run greps the tests' output for it.
 password="pg-SECRET-7c1d"
 
@@ -25,9 +37,12 @@ start)
     as_owner "$bin/initdb" -D "$dir/data" -U conveyor --pwfile="$dir.pw" --auth=scram-sha-256 \
         -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; exit 1; }
     rm -f "$dir.pw"
-    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-        -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200" start >/dev/null \
-        || { cat "$dir/server.log" >&2; exit 1; }
+    (
+        close_inherited
+        exec </dev/null
+        as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
+            -o "-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c max_connections=200" start >/dev/null
+    ) || { cat "$dir/server.log" >&2; exit 1; }
     PGPASSWORD="$password" "$bin/psql" -h 127.0.0.1 -p "$port" -U conveyor -d postgres -q \
         -c "CREATE DATABASE conveyor" >/dev/null
     echo "postgres://conveyor:$password@127.0.0.1:$port/conveyor"
