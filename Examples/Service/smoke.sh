@@ -3,7 +3,9 @@
 # instances sharing one HTTP cache on PostgreSQL: asks the first for a forecast, then the second
 # (answered from what the first fetched: the upstream counts one call, and the random forecast is
 # the same), then 32 requests at once over both for a city no one has (one upstream call: one
-# fill for the fleet), then stops both with SIGTERM and checks that they shut down gracefully. CI runs it.
+# fill for the fleet), then ten more cities over both until their quota (6 upstream requests an
+# hour, shared through the database) is used up: at most 6 weather answers in all, the rest
+# answered 503 with Retry-After; then stops both with SIGTERM and checks that they shut down gracefully. CI runs it.
 # The database: $CONVEYOR_POSTGRES_URL (CI's), else a throwaway one (Tests/Server/postgres.sh).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,6 +28,7 @@ scratch=(${CONVEYOR_SCRATCH_PATH:+--scratch-path "$CONVEYOR_SCRATCH_PATH"})
 swift build "${scratch[@]}" --product forecast-service
 binary="$(swift build "${scratch[@]}" --show-bin-path)/forecast-service"
 
+scratch_headers=$(mktemp)
 ports=()
 pids=()
 logs=()
@@ -34,7 +37,7 @@ for instance in 1 2; do
     log=$(mktemp)
     # 2 s per database call (250 ms by default): the first one also connects and creates the table.
     PORT=$port UPSTREAM_URL="http://127.0.0.1:$upstream_port" UPSTREAM_CLIENT_SECRET=dev-secret \
-        CACHE_DATABASE_URL="$database" CACHE_DATABASE_TIMEOUT_MS=2000 CACHE_IDENTITY_KEY=smoke-identity-key-0123 TOKEN_ENCRYPTION_KEY=smoke-token-key-0123456789abcdef "$binary" >"$log" 2>&1 &
+        CACHE_DATABASE_URL="$database" CACHE_DATABASE_TIMEOUT_MS=2000 CACHE_IDENTITY_KEY=smoke-identity-key-0123 TOKEN_ENCRYPTION_KEY=smoke-token-key-0123456789abcdef UPSTREAM_QUOTA=6/3600 "$binary" >"$log" 2>&1 &
     pids+=($!)
     ports+=("$port")
     logs+=("$log")
@@ -69,6 +72,27 @@ for pid in "${herd[@]}"; do wait "$pid" || { echo "a request of the herd failed"
 cold_calls=$(curl -fs "http://127.0.0.1:$upstream_port/calls/$cold")
 echo "upstream, 32 requests at once for a cold city over both instances: $cold_calls"
 [ "$cold_calls" = '{"calls": 1}' ] || { echo "the cold city was fetched more than once"; exit 1; }
+# One quota for both: ten more cities, alternately on each instance; every weather answer the
+# upstream gave (the first city, the cold one, these) counts against the 6 the fleet may ask for.
+answered=0
+refused=0
+asked=("$city" "$cold")
+for number in $(seq 10); do
+    other="quota$(python3 -c 'import random, string; print("".join(random.choice(string.ascii_lowercase) for _ in range(6)))')"
+    asked+=("$other")
+    status=$(curl -s -o /dev/null -D "$scratch_headers" -w '%{http_code}' "http://127.0.0.1:${ports[$((number % 2))]}/forecast/$other")
+    case "$status" in
+    200) answered=$((answered + 1)) ;;
+    503) refused=$((refused + 1)); grep -qi '^retry-after: [0-9]' "$scratch_headers" || { echo "a 503 without Retry-After"; exit 1; } ;;
+    *) echo "GET /forecast/$other -> $status"; exit 1 ;;
+    esac
+done
+total=0
+for asked_city in "${asked[@]}"; do
+    total=$((total + $(curl -fs "http://127.0.0.1:$upstream_port/calls/$asked_city" | python3 -c 'import json, sys; print(json.load(sys.stdin)["calls"])')))
+done
+echo "one quota of 6 an hour over both instances: $answered more cities answered, $refused refused with 503; the upstream gave $total weather answers in all"
+[ "$total" -le 6 ] && [ "$refused" -gt 0 ] || { echo "the fleet's quota was not held"; exit 1; }
 for index in 0 1; do
     kill -TERM "${pids[$index]}"
     wait "${pids[$index]}"
@@ -76,4 +100,4 @@ for index in 0 1; do
     grep -q "HTTP client shut down" "${logs[$index]}" || { echo "the HTTP client was not shut down"; exit 1; }
     if grep -q "pg-SECRET\|dev-secret\|smoke-identity-key\|smoke-token-key" "${logs[$index]}"; then echo "a secret reached the log"; exit 1; fi
 done
-echo "two forecast-service instances shared one cache (the upstream answered once, for a cold city asked by both at once too) and shut down gracefully"
+echo "two forecast-service instances shared one cache (the upstream answered once, for a cold city asked by both at once too) and one quota, and shut down gracefully"

@@ -64,13 +64,18 @@ public struct ServiceConfiguration: Sendable {
     /// instance shares one token (one sign-in per rejected token for the fleet); `nil` lets each
     /// instance sign in for itself.
     public var tokenEncryptionKey: String?
+    /// The upstream's quota, `requests/seconds` (`100/60`: 100 requests a minute): with the
+    /// database, every instance's together (a `PostgresRateLimitLedger` in it); without, this
+    /// instance's. `nil`: only what the upstream announces.
+    public var upstreamQuota: String?
 
     /// Creates the settings.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, upstream: UpstreamConfiguration, cacheDatabase: URL? = nil,
         cacheDatabaseTimeout: Duration = .milliseconds(250), cacheIdentityKey: String? = nil,
-        tokenEncryptionKey: String? = nil
+        tokenEncryptionKey: String? = nil, upstreamQuota: String? = nil
     ) {
+        self.upstreamQuota = upstreamQuota
         self.cacheIdentityKey = cacheIdentityKey
         self.tokenEncryptionKey = tokenEncryptionKey
         self.host = host
@@ -82,7 +87,7 @@ public struct ServiceConfiguration: Sendable {
 
     /// From the environment: `HOST`, `PORT`, `UPSTREAM_URL`, `UPSTREAM_CLIENT_ID`,
     /// `UPSTREAM_CLIENT_SECRET`, `CACHE_DATABASE_URL`, `CACHE_DATABASE_TIMEOUT_MS`,
-    /// `CACHE_IDENTITY_KEY`, `TOKEN_ENCRYPTION_KEY`.
+    /// `CACHE_IDENTITY_KEY`, `TOKEN_ENCRYPTION_KEY`, `UPSTREAM_QUOTA`.
     public static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment)
         -> ServiceConfiguration
     {
@@ -96,7 +101,8 @@ public struct ServiceConfiguration: Sendable {
             cacheDatabase: environment["CACHE_DATABASE_URL"].flatMap(URL.init(string:)),
             cacheDatabaseTimeout: .milliseconds(environment["CACHE_DATABASE_TIMEOUT_MS"].flatMap(Int.init) ?? 250),
             cacheIdentityKey: environment["CACHE_IDENTITY_KEY"],
-            tokenEncryptionKey: environment["TOKEN_ENCRYPTION_KEY"])
+            tokenEncryptionKey: environment["TOKEN_ENCRYPTION_KEY"],
+            upstreamQuota: environment["UPSTREAM_QUOTA"])
     }
 }
 
@@ -104,6 +110,15 @@ public struct ServiceConfiguration: Sendable {
 public struct ConfigurationError: Error, CustomStringConvertible {
     /// What is wrong (never the database's password).
     public let description: String
+}
+
+/// `requests/seconds` (`100/60`) as a quota.
+func quota(_ text: String) throws -> RateLimiter.Quota {
+    let parts = text.split(separator: "/")
+    guard parts.count == 2, let requests = Int(parts[0]), let seconds = Int(parts[1]), requests > 0, seconds > 0 else {
+        throw ConfigurationError(description: "UPSTREAM_QUOTA must be requests/seconds, such as 100/60")
+    }
+    return RateLimiter.Quota(requests, per: .seconds(seconds))
 }
 
 /// The database's client configuration from a `postgres://` URL (TLS off: a database on the
@@ -135,6 +150,8 @@ public func buildApplication(
     var services: [any Service] = []
     var cache: any CacheStorage = MemoryCacheStorage()
     var sharedTokens: UpstreamClient.SharedTokens?
+    let upstreamQuota = try configuration.upstreamQuota.map(quota)
+    var limiter = upstreamQuota.map { RateLimiter(quota: $0) }
     if let url = configuration.cacheDatabase {
         var databaseConfiguration = try postgresConfiguration(url)
         // A connection the pool opens into a partition gives up with the cache's timeout, not
@@ -161,6 +178,13 @@ public func buildApplication(
                     client: database, name: name, encryptionKey: key, refresher: signIn, timeout: timeout, logger: logger)
             }
         }
+        if let upstreamQuota {
+            // One quota for every instance: each takes grants of it from the database.
+            let ledger = try PostgresRateLimitLedger(
+                client: database, name: configuration.upstream.clientID + "@" + configuration.upstream.baseURL.absoluteString,
+                timeout: configuration.cacheDatabaseTimeout, logger: logger)
+            limiter = RateLimiter(sharedQuota: upstreamQuota, ledger: ledger)
+        }
         services.append(database)
     }
     let http = HTTPClient(eventLoopGroupProvider: .singleton, configuration: AsyncHTTPClientTransport.configuration())
@@ -168,7 +192,7 @@ public func buildApplication(
     do {
         upstream = try UpstreamClient(
             http: http, configuration: configuration.upstream, logger: logger, tracer: tracer, metrics: metrics,
-            clock: clock, cache: cache, sharedTokens: sharedTokens)
+            clock: clock, cache: cache, sharedTokens: sharedTokens, limiter: limiter)
     } catch {
         try? http.syncShutdown()
         throw error
@@ -199,6 +223,11 @@ func forecast(for city: String, from upstream: UpstreamClient) async throws -> F
         return Forecast(city: weather.city, text: "\(weather.summary.capitalized), \(weather.temperature) °C")
     } catch where error.status == 404 {
         throw HTTPError(.notFound, message: "No such city.")
+    } catch where NetworkError.rateLimited ~= error {
+        // The upstream's quota is used up (by this instance or, shared, by the fleet): not sent.
+        let seconds = max(1, Int((error.retryAfter ?? .seconds(1)).components.seconds) + 1)
+        throw HTTPError(
+            .serviceUnavailable, headers: [.retryAfter: String(seconds)], message: "The weather service's quota is used up.")
     } catch {
         throw HTTPError(.badGateway, message: "The weather service failed (\(error.name)).")
     }

@@ -96,10 +96,12 @@ public struct UpstreamClient: Sendable {
     ///     `PostgresCacheStorage` every instance shares.
     ///   - sharedTokens: The token every instance shares, made from this instance's sign-in;
     ///     `nil` keeps the token in this process.
+    ///   - limiter: The upstream's quota (every instance's, through a `PostgresRateLimitLedger`, or
+    ///     this one's); `nil` follows only what the upstream announces.
     public init(
         http: HTTPClient, configuration: UpstreamConfiguration, logger: Logger, tracer: (any Tracer)? = nil,
         metrics: SwiftMetricsSink = SwiftMetricsSink(), clock: any Clock<Duration> = ContinuousClock(),
-        cache: any CacheStorage = MemoryCacheStorage(), sharedTokens: SharedTokens? = nil
+        cache: any CacheStorage = MemoryCacheStorage(), sharedTokens: SharedTokens? = nil, limiter: RateLimiter? = nil
     ) throws {
         let transport = try AsyncHTTPClientTransport(client: http)
         let settings = NetworkClient.Configuration(timeout: .seconds(10), clock: clock)
@@ -112,6 +114,7 @@ public struct UpstreamClient: Sendable {
         let session: any TokenProvider & TokenRefresher = try sharedTokens?(signIn) ?? signIn
         self.client = NetworkClient(baseURL: configuration.baseURL, transport: transport, configuration: settings) {
             RetryBehavior()                                      // 503 with Retry-After, timeouts, lost connections
+            if let limiter { RateLimitBehavior(limiter) }        // the quota: each attempt that goes out
             AuthTokenBehavior(tokens: session, refresher: session)  // a 401 refreshes once and resends
             CacheBehavior(storage: cache)                        // max-age answers, in memory or shared
             DeduplicationBehavior()                              // identical GETs in flight share one call

@@ -27,6 +27,9 @@ struct Harness {
         return logger
     }
 
+    /// The upstream's quota the service is given (`requests/seconds`), if any.
+    var upstreamQuota: String? = nil
+
     func configuration(upstream: URL, cacheDatabase: URL? = nil) -> ServiceConfiguration {
         ServiceConfiguration(
             port: 0,
@@ -35,7 +38,8 @@ struct Harness {
             // Generous: the first call also connects and creates the table, beside other test suites.
             cacheDatabase: cacheDatabase, cacheDatabaseTimeout: .seconds(10),
             cacheIdentityKey: "forecast-tests-identity-key",
-            tokenEncryptionKey: cacheDatabase == nil ? nil : "forecast-tests-token-key-32bytes")
+            tokenEncryptionKey: cacheDatabase == nil ? nil : "forecast-tests-token-key-32bytes",
+            upstreamQuota: upstreamQuota)
     }
 
     func application(
@@ -136,6 +140,33 @@ extension TestClientProtocol {
         }
         for entry in first.logs.entries + second.logs.entries {
             #expect(!"\(entry.message) \(entry.metadata)".contains("SECRET"), "\(entry)")
+        }
+    }
+
+    /// Two instances given one quota of 4 upstream requests an hour share it through the database:
+    /// the first instance's 401, its resend and one more city, the second instance's one city;
+    /// its next city is answered `503` with `Retry-After`, not sent.
+    @Test func twoInstancesShareOneUpstreamQuota() async throws {
+        let database = try await TestPostgres.shared()
+        // A quota of its own for this run (the ledger is named by client and upstream URL).
+        let first = Harness(upstreamQuota: "4/3600")
+        let second = Harness(upstreamQuota: "4/3600")
+        try await withUpstream { upstream, state in
+            try await first.withService(upstream: upstream, cacheDatabase: database.url) { one in
+                try await second.withService(upstream: upstream, cacheDatabase: database.url) { other in
+                    let stamp = String(UUID().uuidString.prefix(8).filter(\.isLetter)).lowercased()
+                    #expect(try await one.get("/forecast/first\(stamp)").status == 200)  // 401, then 200: 2
+                    #expect(try await one.get("/forecast/second\(stamp)").status == 200)  // 3
+                    #expect(try await other.get("/forecast/third\(stamp)").status == 200)  // 4
+                    let refused = try await other.execute(uri: "/forecast/fourth\(stamp)", method: .get) { $0 }
+                    #expect(refused.status == .serviceUnavailable)
+                    let retryAfter = refused.headers[.retryAfter].flatMap(Int.init) ?? 0
+                    #expect(retryAfter > 3_500 && retryAfter <= 3_602, "\(retryAfter)")
+                    #expect(try await one.get("/forecast/fifth\(stamp)").status == 503)
+                }
+            }
+            #expect(await state.unauthorized == 1)
+            #expect(await state.hitsAll == 3)
         }
     }
 
