@@ -269,6 +269,19 @@ import Testing
         #expect(mock.requests.count == 1)
     }
 
+    /// A retry the quota refuses is not sent, and the request ends with `rateLimited` (what the
+    /// example service answers as a 503 with Retry-After).
+    @Test func aRetryTheQuotaRefusesEndsTheRequestRateLimited() async {
+        let clock = ManualClock()
+        let limiter = RateLimiter(quota: .init(1, per: .seconds(60)), maxWait: .seconds(1), clock: clock)
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/x", reply: .status(503, headers: ["Retry-After": "0"]))
+        let client = client(mock, limiter, retry: true)
+        guard case .failure(let error) = await send(client) else { Issue.record("succeeded"); return }
+        #expect(mock.requests.count == 1)
+        #expect(NetworkError.rateLimited ~= error && error.retryAfter == .seconds(60))
+    }
+
     @Test func aRequestCancelledWhileWaitingEndsCancelledAndLeavesNothingInFlight() async {
         let clock = ManualClock()
         let limiter = RateLimiter(quota: .init(1, per: .seconds(8)), clock: clock)

@@ -18,6 +18,9 @@ public struct Forecast: ResponseCodable, Equatable {
     public var text: String
 }
 
+/// `GET /me/saved` answers the upstream's saved cities as they are.
+extension SavedCities: ResponseCodable {}
+
 /// Owns the `HTTPClient` the upstream calls go through: it runs until the service group shuts
 /// down gracefully, then shuts the client down. Added to the application's services *before* the
 /// HTTP server (Hummingbird appends the server last), so the group shuts the server down first —
@@ -206,6 +209,19 @@ public func buildApplication(
             throw HTTPError(.badRequest, message: "A city is letters only.")
         }
         return try await forecast(for: city, from: upstream)
+    }
+    router.get("/me/saved") { request, _ -> SavedCities in
+        // The caller's own token, passed on: the upstream answers for that user alone.
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer "), header.count > 7 else {
+            throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer"], message: "Sign in first.")
+        }
+        do throws(NetworkError) {
+            return try await upstream.savedCities(userToken: String(header.dropFirst(7)))
+        } catch where error.status == 401 {
+            throw HTTPError(.unauthorized, headers: [.wwwAuthenticate: "Bearer"], message: "Sign in again.")
+        } catch {
+            throw HTTPError(.badGateway, message: "The weather service failed (\(error.name)).")
+        }
     }
     return Application(
         router: router,

@@ -25,6 +25,14 @@ public struct Weather: Codable, Sendable, Equatable {
     }
 }
 
+/// A user's saved cities, from the upstream, for that user alone.
+public struct SavedCities: Codable, Sendable, Equatable {
+    /// The user.
+    public var user: String
+    /// The cities.
+    public var cities: [String]
+}
+
 /// Where the upstream API is and how this service signs in to it.
 public struct UpstreamConfiguration: Sendable {
     /// The upstream API's base URL.
@@ -123,6 +131,16 @@ public struct UpstreamClient: Sendable {
             RequestLoggerBehavior(logger: logger)                // AsyncHTTPClient logs with the request's id
             LoggingBehavior(sink: SwiftLogSink(logger: logger))  // last: logs each attempt as sent
         }
+    }
+
+    /// The saved cities of the user whose token is `userToken`, from the upstream on the user's
+    /// behalf: the user's token instead of the service's (``AuthTokenBehavior`` left out), so the
+    /// cache keeps the `private` answer for that user alone, in every instance's table.
+    public func savedCities(userToken: String) async throws(NetworkError) -> SavedCities {
+        var headers = HTTPHeaders()
+        headers.add(name: "Authorization", value: "Bearer " + userToken)
+        return try await client.send(
+            Request<SavedCities>(path: "/saved", headers: headers).excluding(.type(AuthTokenBehavior.self)))
     }
 
     /// The weather in `city`, from the upstream (or its cache).

@@ -170,6 +170,38 @@ extension TestClientProtocol {
         }
     }
 
+    /// Users' own answers on two instances sharing the cache: each user's `private` answer is
+    /// kept for that user alone (one upstream call per user, whichever instance asks), another
+    /// user never gets it, and no token reaches a log.
+    @Test func twoInstancesKeepEachUsersPrivateAnswer() async throws {
+        let database = try await TestPostgres.shared()
+        let first = Harness()
+        let second = Harness()
+        try await withUpstream { upstream, state in
+            try await first.withService(upstream: upstream, cacheDatabase: database.url) { one in
+                try await second.withService(upstream: upstream, cacheDatabase: database.url) { other in
+                    let stamp = String(UUID().uuidString.prefix(8).filter(\.isLetter)).lowercased()
+                    let (alice, bob) = ("alice\(stamp)", "bob\(stamp)")
+                    // A, then B, then A and B again on the other instance: two upstream calls.
+                    for (client, user) in [(one, alice), (one, bob), (other, alice), (other, bob), (one, alice)] {
+                        let answer = try await client.execute(
+                            uri: "/me/saved", method: .get, headers: [.authorization: "Bearer user-\(user)-SECRET"]
+                        ) { ($0.status, String(buffer: $0.body)) }
+                        #expect(answer.0 == .ok)
+                        let saved = try JSONDecoder().decode(SavedCities.self, from: Data(answer.1.utf8))
+                        #expect(saved.user == user && saved.cities.first == "\(user)ville")
+                    }
+                    let anonymous = try await one.execute(uri: "/me/saved", method: .get) { $0.status }
+                    #expect(anonymous == .unauthorized)
+                    #expect(await state.saved == [alice: 1, bob: 1])
+                }
+            }
+        }
+        for entry in first.logs.entries + second.logs.entries {
+            #expect(!"\(entry.message) \(entry.metadata)".contains("SECRET"), "\(entry)")
+        }
+    }
+
     @Test func anExpiredTokenIsRefreshedAndTheRequestResent() async throws {
         let harness = Harness()
         try await withUpstream { upstream, state in

@@ -13,12 +13,16 @@ import Testing
 /// - any other city: the weather, cacheable for a minute by any cache (`public`: the weather is
 ///   the same whoever asks, so instances that sign in with tokens of their own share it).
 /// Every token it issued is good until `expire()` (each instance of the service signs in itself).
+/// `GET /saved` answers a user's saved cities to the user's own bearer token (`user-<name>-…`),
+/// `private, max-age=60`: an answer for that user alone.
 actor UpstreamState {
     static let secret = "client-s3cret-SECRET"
     private(set) var tokensIssued = 0
     private var valid: Set<String> = []
     private(set) var unauthorized = 0
     private var hits: [String: Int] = [:]
+    /// `GET /saved` answers, by user.
+    private(set) var saved: [String: Int] = [:]
     private var released = false
     private var held: [CheckedContinuation<Void, Never>] = []
     nonisolated let arrivals: AsyncStream<String>
@@ -54,6 +58,8 @@ actor UpstreamState {
         return hits[city]!
     }
 
+    func savedAnswer(for user: String) { saved[user, default: 0] += 1 }
+
     func waitForRelease() async {
         if released { return }
         await withCheckedContinuation { held.append($0) }
@@ -75,6 +81,14 @@ func upstreamApplication(_ state: UpstreamState) -> some ApplicationProtocol {
         guard credentials.clientSecret == UpstreamState.secret else { return Response(status: .unauthorized) }
         let token = await state.issue()
         return json(#"{"access_token": "\#(token)"}"#)
+    }
+    router.get("/saved") { request, _ -> Response in
+        // A user's own token: `Bearer user-<name>-<anything>`.
+        guard let header = request.headers[.authorization], header.hasPrefix("Bearer user-"),
+            let user = header.dropFirst("Bearer user-".count).split(separator: "-").first
+        else { return Response(status: .unauthorized, headers: [.wwwAuthenticate: "Bearer"]) }
+        await state.savedAnswer(for: String(user))
+        return json(#"{"user": "\#(user)", "cities": ["\#(user)ville", "paris"]}"#, cacheControl: "private, max-age=60")
     }
     router.get("/weather/:city") { request, context -> Response in
         let city = try context.parameters.require("city")
