@@ -227,6 +227,9 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// One `RateLimitBehavior` with a client quota (100,000 a second, never reached): the sliding
     /// log's cost per send.
     case ratelimitQuota = "ratelimit-quota"
+    /// One `RateLimitBehavior` with a fleet's quota (100,000 a day, never reached) through a ledger
+    /// in memory that grants what is asked: a send of a grant held, and the asks amortized.
+    case ratelimitLedger = "ratelimit-ledger"
     /// One `ConcurrencyLimitBehavior` (one request in flight at a time, far below its limit): the
     /// cost of taking and giving back a place and moving the limit.
     case concurrency
@@ -322,6 +325,10 @@ public enum Scenario: String, CaseIterable, Sendable {
             return sending(client([RateLimitBehavior()]), movies)
         case .ratelimitQuota:
             return sending(client([RateLimitBehavior(Conveyor.RateLimiter(quota: Conveyor.RateLimiter.Quota(100_000, per: Duration.seconds(1))))]), movies)
+        case .ratelimitLedger:
+            let limiter = Conveyor.RateLimiter(
+                sharedQuota: Conveyor.RateLimiter.Quota(100_000, per: Duration.seconds(86_400)), ledger: GrantingLedger())
+            return sending(client([RateLimitBehavior(limiter)]), movies)
         case .concurrency:
             return sending(client([ConcurrencyLimitBehavior()]), movies)
         case .hedged:
@@ -357,4 +364,14 @@ public enum Scenario: String, CaseIterable, Sendable {
             return sending(client(behaviors), request)
         }
     }
+}
+
+/// A ledger that grants every send asked for, valid for an hour: what a fleet's quota costs a
+/// request when the database is not on its path.
+struct GrantingLedger: RateLimitLedger {
+    func grant(_ wanted: Int, of quota: Conveyor.RateLimiter.Quota, for key: String) async -> RateLimitGrant {
+        RateLimitGrant(permits: wanted, validFor: .seconds(3_600), id: "")
+    }
+
+    func giveBack(_ unused: Int, of grant: RateLimitGrant, for key: String) async {}
 }

@@ -75,6 +75,9 @@ public final class RateLimiter: Sendable {
     /// While the ledger cannot be reached: the quota this instance holds itself to alone (its
     /// share), or `nil` to refuse every attempt that needs a send of the ledger.
     public let fallbackQuota: Quota?
+    /// `ledger != nil`, kept apart: reading the existential on every attempt costs a retain and a
+    /// release.
+    let sharesQuota: Bool
     /// Whether the quotas origins announce are followed: `true`.
     public let honorsAnnouncedLimits: Bool
     /// The longest a request waits for its turn: 10 s. A longer wait fails it at once.
@@ -142,6 +145,7 @@ public final class RateLimiter: Sendable {
     ) {
         self.quota = quota
         self.ledger = ledger
+        self.sharesQuota = ledger != nil
         self.fallbackQuota = fallbackQuota
         self.honorsAnnouncedLimits = honorsAnnouncedLimits
         self.maxWait = min(maxWait.clampedForConveyor, .seconds(86_400))
@@ -166,7 +170,7 @@ public final class RateLimiter: Sendable {
             return Snapshot(
                 announcedRemaining: announced?.remaining,
                 announcedReset: announced.map { .nanoseconds($0.resetAt - now) },
-                sentInPeriod: account.sends.filter { $0 > now - (ledger == nil ? period : fallback) }.count,
+                sentInPeriod: account.sends.filter { $0 > now - (sharesQuota ? fallback : period) }.count,
                 inFlight: account.inFlight, paced: account.paced, refused: account.refused,
                 heldPermits: now < account.permitsUntil ? account.permits : 0)
         }
@@ -196,7 +200,7 @@ public final class RateLimiter: Sendable {
             }
             // The attempt's own deadline is read only when its turn is not now (it costs a lock).
             let longest = { within().map { min(self.maxWaitNanoseconds, $0.nanoseconds) } ?? self.maxWaitNanoseconds }
-            guard ledger != nil else { return (account.take(at: now, longest: longest, quota: quota), account) }
+            guard sharesQuota else { return (account.take(at: now, longest: longest, quota: quota), account) }
             // With a ledger: the origin's announcements as before, then a send of the last grant
             // when the attempt goes now and one is left; otherwise it gets one when its turn comes.
             let turn = account.take(at: now, longest: longest, quota: nil)
