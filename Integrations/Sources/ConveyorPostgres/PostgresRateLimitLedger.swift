@@ -40,7 +40,7 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
     public let name: String
     /// The longest a grant's sends may be made after it is asked for (1 s by default), and at
     /// most a twentieth of the quota's period: the margin the quota keeps (a grant counts for
-    /// `period + grantValidity`), so a busy fleet uses at least 95 % of it.
+    /// `period + grantValidity`), so a busy fleet keeps about 95 % of it in use.
     public let grantValidity: Duration
     /// How long one call may wait on the database.
     public var timeout: Duration { calls.timeout }
