@@ -339,16 +339,17 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         guard fillLease > .zero else { return .fetch }
         let hash = Self.hash(key)
         let holder = UUID()
-        let now = now()
-        let until = now.addingTimeInterval(Self.seconds(fillLease))
+        let lease = Self.seconds(fillLease)
+        // The lease's times are the database's (`clock_timestamp()`): an instance whose clock is
+        // wrong neither makes a lease last longer nor ends another's early.
         let turn: CacheFillTurn? = await calls.run("fill") { [logger, names] (session: Session<CacheFillTurn>) in
             let rows = try await session.connection.query(
                 """
                 WITH taken AS (
                     INSERT INTO \(unescaped: names.fill) AS f (key_hash, holder, until, private)
-                    VALUES (\(hash), \(holder), \(until), false)
+                    VALUES (\(hash), \(holder), clock_timestamp() + make_interval(secs => \(lease)), false)
                     ON CONFLICT (key_hash) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until, private = false
-                    WHERE f.until <= \(now)
+                    WHERE f.until <= clock_timestamp()
                     RETURNING true)
                 SELECT true, false FROM taken
                 UNION ALL
@@ -371,12 +372,12 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     public func endFill(_ lease: CacheFillLease, stored: CacheFillResult) async {
         let hash = Self.hash(lease.key)
         let holder = lease.holder
-        let hintUntil = now().addingTimeInterval(Self.privateFillHint)
+        let hint = Self.privateFillHint
         _ = await calls.run("fill end") { [logger, names] (session: Session<Void>) in
             if stored == .privateAnswer {
                 try await session.connection.query(
                     """
-                    UPDATE \(unescaped: names.fill) SET until = \(hintUntil), private = true
+                    UPDATE \(unescaped: names.fill) SET until = clock_timestamp() + make_interval(secs => \(hint)), private = true
                     WHERE key_hash = \(hash) AND holder = \(holder)
                     """, logger: logger)
             } else {
@@ -420,11 +421,10 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     private func pollFill(_ hash: Data) async {
         let deadline = clock.deadline(after: fillLease)
         while !clock.hasPassed(deadline) {
-            let now = now()
             let live: Bool? = await calls.run("fill wait") { [logger, names] (session: Session<Bool>) in
                 let rows = try await session.connection.query(
                     """
-                    SELECT until > \(now) AND NOT private FROM \(unescaped: names.fill) WHERE key_hash = \(hash)
+                    SELECT until > clock_timestamp() AND NOT private FROM \(unescaped: names.fill) WHERE key_hash = \(hash)
                     """, logger: logger)
                 var live = false
                 for try await value in rows.decode(Bool.self) { live = value }
@@ -564,7 +564,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         try await connection.query(
             """
             DELETE FROM \(unescaped: names.fill) WHERE key_hash IN (
-                SELECT key_hash FROM \(unescaped: names.fill) WHERE until < \(now) LIMIT \(Self.trimBatchRows))
+                SELECT key_hash FROM \(unescaped: names.fill) WHERE until < clock_timestamp() LIMIT \(Self.trimBatchRows))
             """, logger: logger)
         return true
     }

@@ -48,7 +48,6 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     private let key: SymmetricKey
     private let logger: Logger
     private let clock: any Clock<Duration>
-    private let now: @Sendable () -> Date
     private let quotedTable: String
     /// Every call to the database goes through it: each ends within `timeout`, a cool-down after
     /// a failure, and the table created on first use.
@@ -76,7 +75,8 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     ///     `timeout`, at least a second.
     ///   - logger: Where the store's failures and recoveries are logged (never a token).
     ///   - clock: The clock waits, timeouts and the cool-down are measured on.
-    ///   - now: The current time, for leases.
+    ///   - now: Not read: a lease's times are the database's, so that an instance whose clock is
+    ///     wrong cannot lengthen or shorten another's lease (kept for source compatibility).
     /// - Throws: ``PostgresCacheStorage/ConfigurationError/invalidTableName(_:)``.
     public init(
         client: PostgresClient, table: String = "conveyor_tokens", name: String, encryptionKey: TokenEncryptionKey,
@@ -93,7 +93,6 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
         self.timeout = timeout
         self.logger = logger
         self.clock = clock
-        self.now = now
         let quotedTable = PostgresCacheStorage.quoted(table)
         self.quotedTable = quotedTable
         let lockKey = PostgresCacheStorage.advisoryLockKey("tokens:" + table)
@@ -178,11 +177,10 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     /// The name's row: its token (opened) and whether its lease is free. `nil` when the database
     /// did not answer in time (or is cooling down after a failure).
     private func read() async -> Row? {
-        let now = now()
         let found: Row?? = await calls.run("read") { [self] (session: BoundedCalls.Session<Row?>) in
             let rows = try await session.connection.query(
                 """
-                SELECT sealed, lease_until IS NULL OR lease_until <= \(now) FROM \(unescaped: quotedTable)
+                SELECT sealed, lease_until IS NULL OR lease_until <= clock_timestamp() FROM \(unescaped: quotedTable)
                 WHERE name = \(name)
                 """, logger: logger)
             var row = Row(token: nil, leaseFree: true)
@@ -202,15 +200,16 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     /// Takes the renewal lease when it is free (one statement); the holder's ID, or `nil`.
     private func takeLease() async -> UUID? {
         let holder = UUID()
-        let now = now()
-        let until = now.addingTimeInterval(Self.seconds(lease))
+        let lease = Self.seconds(lease)
+        // The lease's times are the database's (`clock_timestamp()`): an instance whose clock is
+        // wrong neither makes a lease last longer nor ends another's early.
         let taken: Bool? = await calls.run("lease") { [self] (session: BoundedCalls.Session<Bool>) in
             let rows = try await session.connection.query(
                 """
                 INSERT INTO \(unescaped: quotedTable) AS t (name, sealed, lease_holder, lease_until)
-                VALUES (\(name), NULL, \(holder), \(until))
+                VALUES (\(name), NULL, \(holder), clock_timestamp() + make_interval(secs => \(lease)))
                 ON CONFLICT (name) DO UPDATE SET lease_holder = EXCLUDED.lease_holder, lease_until = EXCLUDED.lease_until
-                WHERE t.lease_until IS NULL OR t.lease_until <= \(now)
+                WHERE t.lease_until IS NULL OR t.lease_until <= clock_timestamp()
                 RETURNING true
                 """, logger: logger)
             var taken = false

@@ -144,6 +144,47 @@ extension FleetLoadTests {
         }
     }
 
+    /// Clocks at the edges: a filler whose clock is an hour ahead (or behind) and that dies holding
+    /// the lease holds the others at most the lease, once: the lease's times are the database's.
+    @Test(arguments: [3_600.0, -3_600.0])
+    func aFillerWhoseClockIsWrongHoldsTheOthersAtMostItsLeaseOnce(skew: TimeInterval) async throws {
+        let postgres = try await TestPostgres.shared()
+        let databases = (0..<2).map { _ in
+            PostgresClient(configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
+        }
+        let runners = databases.map { database in Task { await database.run() } }
+        defer { runners.forEach { $0.cancel() } }
+        let table = SharedCacheTests.uniqueTable()
+        let key = try CacheIdentityKey(SharedCacheTests.identityKey.utf8)
+        let lease = Duration.milliseconds(500)
+        let wrong = try PostgresCacheStorage(
+            client: databases[0], table: table, timeout: .seconds(10), now: { Date().addingTimeInterval(skew) },
+            identityKey: key, fillLease: lease)
+        let right = try PostgresCacheStorage(
+            client: databases[1], table: table, timeout: .seconds(10), identityKey: key, fillLease: lease)
+        try await right.prepare()
+        let url = "http://127.0.0.1:1/cache/\(UUID().uuidString)"
+        // The wrong clock's instance takes the turn and dies holding it (never ends it).
+        guard case .fill = await wrong.beginFill(of: url) else {
+            Issue.record("the first to ask takes the turn")
+            return
+        }
+        let started = ContinuousClock.now
+        var turn = await right.beginFill(of: url)
+        while turn == .wait, ContinuousClock.now - started < lease * 4 {
+            await right.waitForFill(of: url)
+            turn = await right.beginFill(of: url)
+        }
+        guard case .fill(let taken) = turn else {
+            Issue.record("after the lease, still \(turn)")
+            return
+        }
+        // The dead lease held while it lasted (no fetch beside it), and no longer.
+        let waited = ContinuousClock.now - started
+        #expect(waited >= lease * 0.8 && waited < lease * 3, "\(waited)")
+        await right.endFill(taken, stored: .nothing)
+    }
+
     @Test func aDatabaseThatStallsHoldsARequestAtMostTheStoragesTimeout() async throws {
         try await withFleet(instances: 1, timeout: .milliseconds(300)) { fleet, server, databases in
             let name = UUID().uuidString

@@ -158,6 +158,36 @@ extension FleetLoadTests {
         }
     }
 
+    /// Clocks at the edges: a holder whose clock is an hour ahead (or behind) and that hangs holds
+    /// the others at most its lease, once: the lease's times are the database's.
+    @Test(arguments: [3_600.0, -3_600.0])
+    func aHolderWhoseClockIsWrongHoldsTheOthersAtMostItsLeaseOnce(skew: TimeInterval) async throws {
+        try await withDatabases(2) { databases, table in
+            let lease = Duration.milliseconds(800)
+            let hung = try PostgresTokenStore(
+                client: databases[0], table: table, name: "upstream", encryptionKey: Self.key, refresher: Hanging(),
+                lease: lease, timeout: .seconds(5), now: { Date().addingTimeInterval(skew) })
+            let issuer = Issuer(delay: .zero)
+            let other = try store(databases[1], table, issuer, lease: lease)
+            let holder = Task { try await hung.refreshToken(replacing: nil) }
+            defer { holder.cancel() }
+            for _ in 0..<200 {
+                if (try? await Self.leaseHeld(databases[1], table)) == true { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(try await Self.leaseHeld(databases[1], table))
+            let started = ContinuousClock.now
+            let first = try await other.refreshToken(replacing: nil)
+            let waited = ContinuousClock.now - started
+            // The hung lease held while it lasted, and no longer.
+            #expect(first == "token-1-SECRET" && waited >= lease * 0.8 && waited < lease + .seconds(2), "\(waited)")
+            // The next renewal does not wait for the dead holder again.
+            let again = ContinuousClock.now
+            let second = try await other.refreshToken(replacing: first)
+            #expect(second == "token-2-SECRET" && ContinuousClock.now - again < lease / 2)
+        }
+    }
+
     @Test func aRenewalThatFailsReleasesTheLeaseAtOnce() async throws {
         try await withDatabases(2) { databases, table in
             let failing = try store(databases[0], table, Failing())
