@@ -31,16 +31,7 @@ extension FleetLoadTests {
         func withDatabases<T: Sendable>(
             _ count: Int, _ body: @Sendable ([PostgresClient], String) async throws -> T
         ) async throws -> T {
-            let postgres = try await TestPostgres.shared()
-            let databases = (0..<count).map { _ in
-                PostgresClient(configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
-            }
-            return try await withThrowingTaskGroup(of: Void.self) { runners in
-                for database in databases { runners.addTask { await database.run() } }
-                defer { runners.cancelAll() }
-                let table = "quota_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "")
-                return try await body(databases, table)
-            }
+            try await FleetLoadTests.withDatabases(count, tablePrefix: "quota_", body)
         }
 
         func ledger(_ database: PostgresClient, _ table: String, timeout: Duration = .seconds(5)) throws

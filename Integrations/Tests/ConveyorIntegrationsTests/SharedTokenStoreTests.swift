@@ -44,15 +44,7 @@ extension FleetLoadTests {
     static let key = try! TokenEncryptionKey(Array("0123456789abcdef0123456789abcdef".utf8))
 
     func withDatabases<T: Sendable>(_ count: Int, _ body: @Sendable ([PostgresClient], String) async throws -> T) async throws -> T {
-        let postgres = try await TestPostgres.shared()
-        let databases = (0..<count).map { _ in
-            PostgresClient(configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
-        }
-        return try await withThrowingTaskGroup(of: Void.self) { runners in
-            for database in databases { runners.addTask { await database.run() } }
-            defer { runners.cancelAll() }
-            return try await body(databases, "tokens_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: ""))
-        }
+        try await FleetLoadTests.withDatabases(count, tablePrefix: "tokens_", body)
     }
 
     func store(_ database: PostgresClient, _ table: String, _ refresher: any TokenRefresher, lease: Duration = .seconds(10))
@@ -136,32 +128,10 @@ extension FleetLoadTests {
         }
     }
 
-    @Test func aHolderThatHangsHoldsTheOthersAtMostItsLease() async throws {
-        try await withDatabases(2) { databases, table in
-            let lease = Duration.milliseconds(800)
-            let hung = try store(databases[0], table, Hanging(), lease: lease)
-            let issuer = Issuer(delay: .zero)
-            let other = try store(databases[1], table, issuer, lease: lease)
-            let holder = Task { try await hung.refreshToken(replacing: nil) }
-            defer { holder.cancel() }
-            // The hung instance holds the lease once its row says so.
-            for _ in 0..<200 {
-                if (try? await Self.leaseHeld(databases[1], table)) == true { break }
-                try await Task.sleep(for: .milliseconds(10))
-            }
-            #expect(try await Self.leaseHeld(databases[1], table))
-            let started = ContinuousClock.now
-            let token = try await other.refreshToken(replacing: nil)
-            let waited = ContinuousClock.now - started
-            #expect(token == "token-1-SECRET" && issuer.issued.withLockedValue { $0 } == 1)
-            #expect(waited < lease + .seconds(2), "\(waited)")
-        }
-    }
-
-    /// Clocks at the edges: a holder whose clock is an hour ahead (or behind) and that hangs holds
-    /// the others at most its lease, once: the lease's times are the database's.
-    @Test(arguments: [3_600.0, -3_600.0])
-    func aHolderWhoseClockIsWrongHoldsTheOthersAtMostItsLeaseOnce(skew: TimeInterval) async throws {
+    /// A holder that hangs holds the others at most its lease, once; so does one whose clock is an
+    /// hour ahead or behind (clocks at the edges: the lease's times are the database's).
+    @Test(arguments: [0.0, 3_600.0, -3_600.0])
+    func aHolderThatHangsHoldsTheOthersAtMostItsLeaseOnce(skew: TimeInterval) async throws {
         try await withDatabases(2) { databases, table in
             let lease = Duration.milliseconds(800)
             let hung = try PostgresTokenStore(
