@@ -70,6 +70,26 @@ import Testing
         #expect(mock.requests.isEmpty && storage.ended == [.nothing] && storage.outstanding == 0)
     }
 
+    /// A waiter waits within its request's deadline: a total timeout that passes while another
+    /// process's fill is awaited ends the request with `.timedOut` then, not when the fill ends.
+    @Test func aWaiterWaitsWithinItsRequestsTotalTimeout() async throws {
+        let clock = ManualClock()
+        let storage = Coordinated(turns: [.wait])
+        storage.duringWait = { _ in
+            clock.advance(by: .seconds(3))
+            try? await Task.sleep(for: .seconds(60))  // a fill that never ends; 60 s: a regression fails, never hangs
+        }
+        var configuration = NetworkClient.Configuration(clock: ImmediateClock(), timeoutClock: clock)
+        configuration.totalTimeout = .seconds(2)
+        let client = NetworkClient(baseURL: apiURL, transport: mock, configuration: configuration) {
+            CacheBehavior(storage: storage, now: now.function)
+        }
+        let started = ContinuousClock.now
+        let error = await #expect(throws: NetworkError.self) { try await get(client) }
+        #expect(error == .timedOut, "\(String(describing: error))")
+        #expect(ContinuousClock.now - started < .seconds(30) && mock.requests.isEmpty)
+    }
+
     @Test func aWaiterWhomTheWaitBroughtNothingFetchesItself() async throws {
         let storage = Coordinated(turns: [.wait, .fetch])
         let client = cacheClient(mock, now: now, storage: storage, log: log)
