@@ -75,6 +75,7 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
         let quotedTable = PostgresCacheStorage.quoted(table)
         let function = PostgresCacheStorage.quoted(PostgresCacheStorage.Names.derived(table, "_grant"))
         let index = PostgresCacheStorage.quoted(PostgresCacheStorage.Names.derived(table, "_granted_at"))
+        let ageIndex = PostgresCacheStorage.quoted(PostgresCacheStorage.Names.derived(table, "_age"))
         self.quotedTable = quotedTable
         self.function = function
         self.client = client
@@ -86,7 +87,8 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
                 answersAgain: "quota database answers again", namespace: "quota", table: table),
             prepare: { connection in
                 try await Self.prepare(
-                    connection, table: table, quotedTable: quotedTable, function: function, index: index, logger: logger)
+                    connection, table: table, quotedTable: quotedTable, function: function, indexes: (index, ageIndex),
+                    logger: logger)
             })
     }
 
@@ -139,10 +141,12 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
     /// quota's own (an advisory lock on the table, name and origin, held to the end of the call's
     /// transaction), so every statement after it sees the grants made before; it deletes the
     /// grants that aged out, sums the rest, and grants what leaves the sum at or under the quota,
-    /// or answers how long until the oldest ages out.
+    /// or answers how long until the oldest ages out. It also deletes up to 100 rows of any quota
+    /// older than any quota's period and validity can be (a day and a minute), so the quotas no one
+    /// asks for any more leave nothing behind: the table holds at most a day's grants.
     private static func prepare(
-        _ connection: PostgresConnection, table: String, quotedTable: String, function: String, index: String,
-        logger: Logger
+        _ connection: PostgresConnection, table: String, quotedTable: String, function: String,
+        indexes: (key: String, age: String), logger: Logger
     ) async throws {
         let lockKey = PostgresCacheStorage.advisoryLockKey("quota:" + table)
         let lockPrefix = "conveyor-quota:\(table):"
@@ -156,8 +160,10 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
                     PRIMARY KEY (name, origin, id))
                 """, logger: logger)
             try await connection.query(
-                "CREATE INDEX IF NOT EXISTS \(unescaped: index) ON \(unescaped: quotedTable) (name, origin, granted_at)",
+                "CREATE INDEX IF NOT EXISTS \(unescaped: indexes.key) ON \(unescaped: quotedTable) (name, origin, granted_at)",
                 logger: logger)
+            try await connection.query(
+                "CREATE INDEX IF NOT EXISTS \(unescaped: indexes.age) ON \(unescaped: quotedTable) (granted_at)", logger: logger)
             try await connection.query(
                 """
                 CREATE OR REPLACE FUNCTION \(unescaped: function)(
@@ -173,6 +179,9 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
                     t_now := clock_timestamp();
                     DELETE FROM \(unescaped: quotedTable) q
                         WHERE q.name = p_name AND q.origin = p_origin AND q.granted_at <= t_now - t_window;
+                    DELETE FROM \(unescaped: quotedTable) q WHERE q.ctid = ANY (ARRAY(
+                        SELECT o.ctid FROM \(unescaped: quotedTable) o
+                        WHERE o.granted_at < t_now - interval '1 day 1 minute' LIMIT 100));
                     SELECT coalesce(sum(q.sends), 0), min(q.granted_at) INTO t_used, t_oldest
                         FROM \(unescaped: quotedTable) q WHERE q.name = p_name AND q.origin = p_origin;
                     IF t_used >= p_quota THEN

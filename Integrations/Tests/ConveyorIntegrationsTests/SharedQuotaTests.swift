@@ -202,6 +202,39 @@ extension FleetLoadTests {
             }
         }
 
+        /// Bounded: a grant deletes what aged out of every quota's longest window (a day and a
+        /// minute), not only its own quota's, so quotas no one asks for any more leave nothing.
+        @Test func grantsOfQuotasNoOneAsksForAnyMoreAreDeleted() async throws {
+            try await withDatabases(1) { databases, table in
+                let ledger = try ledger(databases[0], table)
+                try await ledger.prepare()
+                let quoted = "\"" + table + "\""
+                try await databases[0].query(
+                    """
+                    INSERT INTO \(unescaped: quoted) (name, origin, id, granted_at, sends)
+                    SELECT 'gone', 'https://old.test:443', gen_random_uuid(), now() - interval '2 days', 1
+                    FROM generate_series(1, 150)
+                    """)
+                try await databases[0].query(
+                    """
+                    INSERT INTO \(unescaped: quoted) (name, origin, id, granted_at, sends)
+                    VALUES ('kept', 'https://old.test:443', gen_random_uuid(), now() - interval '23 hours', 1)
+                    """)
+                func count(_ name: String) async throws -> Int64 {
+                    var count: Int64 = -1
+                    let rows = try await databases[0].query("SELECT count(*)::bigint FROM \(unescaped: quoted) WHERE name = \(name)")
+                    for try await value in rows.decode(Int64.self) { count = value }
+                    return count
+                }
+                let quota = RateLimiter.Quota(10, per: .seconds(60))
+                #expect(await ledger.grant(1, of: quota, for: "https://partner.test:443").permits == 1)
+                #expect(try await count("gone") == 50)  // at most 100 a grant
+                #expect(await ledger.grant(1, of: quota, for: "https://partner.test:443").permits == 1)
+                #expect(try await count("gone") == 0)
+                #expect(try await count("kept") == 1)  // within a day: a day-long quota still counts it
+            }
+        }
+
         @Test func anInstanceThatDiesHoldingAGrantHoldsTheOthersOnlyUntilItAgesOut() async throws {
             let postgres = try await TestPostgres.shared()
             let doomed = PostgresClient(configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
