@@ -248,6 +248,21 @@ final class MemoryLedger: RateLimitLedger {
         #expect(strict.limiter.snapshot(for: Self.origin).inFlight == 0)
     }
 
+    /// Concurrent attempts on the fallback quota never share a turn: 16 at once, 2 sent.
+    @Test func concurrentAttemptsOnTheFallbackQuotaKeepIt() async {
+        let clock = ManualClock()
+        let ledger = MemoryLedger(clock: clock, validFor: .seconds(1))
+        ledger.state.withLock { $0.reachable = false }
+        let mock = mock()
+        let member = instance(mock, ledger, quota: .init(100, per: .seconds(60)), fallback: .init(2, per: .seconds(60)))
+        let sent = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<16 { group.addTask { await self.send(member.client).isSuccess } }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(sent == 2 && mock.requests.count == 2)
+        #expect(member.limiter.snapshot(for: Self.origin).inFlight == 0)
+    }
+
     /// Cancelled while waiting for room: it ends cancelled, is not sent, and is no longer in flight.
     @Test func anAttemptCancelledWhileWaitingForRoomLeavesNothingInFlight() async {
         let clock = ManualClock()

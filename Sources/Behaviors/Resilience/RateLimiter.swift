@@ -227,8 +227,10 @@ public final class RateLimiter: Sendable {
         case noRoom(until: Int64)
         /// The ledger cannot be reached until then, and there is no fallback quota.
         case unreachable(until: Int64)
-        /// The ledger cannot be reached: sent by the fallback quota at that time.
+        /// The ledger cannot be reached: sent by the fallback quota at that time (logged).
         case fallback(at: Int64)
+        /// The ledger cannot be reached, and the fallback quota's turn is this far away: too far.
+        case fallbackRefused(wait: Int64)
     }
 
     /// After waiting `wait` (the origin's announced turn), gets the attempt a send of the ledger:
@@ -254,7 +256,11 @@ public final class RateLimiter: Sendable {
                     if account.spendPermit(at: now) { return .spent }
                     if now < account.unreachableUntil {
                         guard let fallbackQuota else { return .unreachable(until: account.unreachableUntil) }
-                        return .fallback(at: account.earliestSend(at: now, quota: fallbackQuota))
+                        // Found and logged under one lock: two attempts never take one turn.
+                        let at = account.earliestSend(at: now, quota: fallbackQuota)
+                        guard waited + (at - now) <= longest else { return .fallbackRefused(wait: at - now) }
+                        account.logSend(at: at, quota: fallbackQuota)
+                        return .fallback(at: at)
                     }
                     if now < account.noRoomUntil { return .noRoom(until: account.noRoomUntil) }
                     if let refill = account.refill { return .refill(refill) }
@@ -278,9 +284,9 @@ public final class RateLimiter: Sendable {
                     waited += until - now
                 case .unreachable(let until):
                     throw refusal(account, wait: until - now)
+                case .fallbackRefused(let wait):
+                    throw refusal(account, wait: wait)
                 case .fallback(let at):
-                    guard waited + (at - now) <= longest else { throw refusal(account, wait: at - now) }
-                    accounts.withLock { _ in account.logSend(at: at, quota: fallbackQuota ?? quota) }
                     if at > now { try await Self.sleep(for: .nanoseconds(at - now), on: clock) }
                     waited += at - now
                     if waited > 0 { accounts.withLock { _ in account.paced += 1 } }
