@@ -83,7 +83,8 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
         calls = BoundedCalls(
             client: client, timeout: timeout, clock: clock, logger: logger,
             messages: .init(
-                unavailable: "quota database unavailable: attempts that need a grant are refused (or held to the fallback quota) for the cool-down",
+                unavailable:
+                    "quota database unavailable: attempts that need a grant are refused (or held to the fallback quota) for the cool-down",
                 answersAgain: "quota database answers again", namespace: "quota", table: table),
             prepare: { connection in
                 try await Self.prepare(
@@ -112,14 +113,20 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
             SELECT granted, retry_after FROM \(unescaped: function)(\(name), \(key), \(Int64(max(1, wanted))), \
             \(Int64(quota.requests)), \(window), \(id))
             """
-        let answer: (Int64, Double)? = await calls.run("grant") { [logger] (session: BoundedCalls.Session<(Int64, Double)>) in
+        let answer: (Int64, Double)? = await calls.run("grant") {
+            [logger] (session: BoundedCalls.Session<(Int64, Double)>) in
             let rows = try await session.connection.query(query, logger: logger)
             var answer: (Int64, Double) = (0, 0)
             for try await row in rows.decode((Int64, Double).self) { answer = row }
             return answer
         }
         guard let (granted, retryAfter) = answer else { return .unavailable(retryAfter: calls.cooldown) }
-        guard granted > 0 else { return .exhausted(retryAfter: .milliseconds(Int64((retryAfter * 1_000).rounded(.up)))) }
+        guard granted > 0 else {
+            // What the table says, within what a grant can last (a row edited by hand could say
+            // `infinity`, which no conversion to an integer survives).
+            let seconds = retryAfter.isFinite ? min(max(retryAfter, 0), Self.longestWindow) : Self.longestWindow
+            return .exhausted(retryAfter: .milliseconds(Int64((seconds * 1_000).rounded(.up))))
+        }
         return RateLimitGrant(permits: Int(granted), validFor: validity, id: id.uuidString)
     }
 
@@ -141,7 +148,9 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
     /// quota's own (an advisory lock on the table, name and origin, held to the end of the call's
     /// transaction), so every statement after it sees the grants made before; it deletes the
     /// grants that aged out, sums the rest, and grants what leaves the sum at or under the quota,
-    /// or answers how long until the oldest ages out. It also deletes up to 100 rows of any quota
+    /// or answers how long until the oldest ages out. Rows dated further in the future than a clock
+    /// stepped back could explain are deleted (no grant is made in the future). It also deletes up
+    /// to 100 rows of any quota
     /// older than any quota's period and validity can be (a day and a minute), so the quotas no one
     /// asks for any more leave nothing behind: the table holds at most a day's grants.
     private static func prepare(
@@ -163,7 +172,8 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
                 "CREATE INDEX IF NOT EXISTS \(unescaped: indexes.key) ON \(unescaped: quotedTable) (name, origin, granted_at)",
                 logger: logger)
             try await connection.query(
-                "CREATE INDEX IF NOT EXISTS \(unescaped: indexes.age) ON \(unescaped: quotedTable) (granted_at)", logger: logger)
+                "CREATE INDEX IF NOT EXISTS \(unescaped: indexes.age) ON \(unescaped: quotedTable) (granted_at)",
+                logger: logger)
             try await connection.query(
                 """
                 CREATE OR REPLACE FUNCTION \(unescaped: function)(
@@ -182,10 +192,16 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
                     DELETE FROM \(unescaped: quotedTable) q WHERE q.ctid = ANY (ARRAY(
                         SELECT o.ctid FROM \(unescaped: quotedTable) o
                         WHERE o.granted_at < t_now - interval '1 day 1 minute' LIMIT 100));
-                    SELECT coalesce(sum(q.sends), 0), min(q.granted_at) INTO t_used, t_oldest
+                    -- No grant is made in the future: a row there beyond what a clock stepped back
+                    -- could explain (a day and a minute; `infinity`) was written by hand, and counts
+                    -- for nothing.
+                    DELETE FROM \(unescaped: quotedTable) q
+                        WHERE q.name = p_name AND q.origin = p_origin AND q.granted_at > t_now + interval '1 day 1 minute';
+                    SELECT coalesce(sum(greatest(q.sends, 0)), 0), min(q.granted_at) INTO t_used, t_oldest
                         FROM \(unescaped: quotedTable) q WHERE q.name = p_name AND q.origin = p_origin;
                     IF t_used >= p_quota THEN
-                        RETURN QUERY SELECT 0::bigint, extract(epoch FROM t_oldest + t_window - t_now)::double precision;
+                        RETURN QUERY SELECT 0::bigint,
+                            extract(epoch FROM least(t_oldest, t_now + interval '1 day 1 minute') + t_window - t_now)::double precision;
                         RETURN;
                     END IF;
                     INSERT INTO \(unescaped: quotedTable) (name, origin, id, granted_at, sends)
@@ -195,6 +211,9 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
                 """, logger: logger)
         }
     }
+
+    /// The longest a grant counts, in seconds: the longest period (a day) and validity (a minute).
+    static let longestWindow: Double = 86_460
 
     static func seconds(_ duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components

@@ -65,7 +65,9 @@ extension FleetLoadTests {
                 let quota = RateLimiter.Quota(100, per: .seconds(60))
                 let grants = await withTaskGroup(of: RateLimitGrant.self) { group in
                     for ledger in ledgers {
-                        for _ in 0..<32 { group.addTask { await ledger.grant(5, of: quota, for: "https://partner.test:443") } }
+                        for _ in 0..<32 {
+                            group.addTask { await ledger.grant(5, of: quota, for: "https://partner.test:443") }
+                        }
                     }
                     return await group.reduce(into: []) { $0.append($1) }
                 }
@@ -73,7 +75,9 @@ extension FleetLoadTests {
                 #expect(grants.reduce(0) { $0 + $1.permits } == 100)  // 640 wanted
                 // The refused are told when the first grant ages out: within the period and a second.
                 for refused in grants where refused.permits == 0 {
-                    #expect(refused.retryAfter > .seconds(58) && refused.retryAfter <= .seconds(61), "\(refused.retryAfter)")
+                    #expect(
+                        refused.retryAfter > .seconds(58) && refused.retryAfter <= .seconds(61), "\(refused.retryAfter)"
+                    )
                 }
                 // Another origin, and another name, have quotas of their own.
                 #expect(await ledgers[1].grant(5, of: quota, for: "https://other.test:443").permits == 5)
@@ -190,14 +194,19 @@ extension FleetLoadTests {
                 let roomy = RateLimiter.Quota(100_000, per: .seconds(60))
                 let roomyLedgers = try databases.map { CountingLedger(try ledger($0, table)) }
                 let under = await busy(
-                    roomyLedgers.map { RateLimiter(sharedQuota: roomy, ledger: $0, maxWait: .seconds(2)) }, for: .seconds(2))
+                    roomyLedgers.map { RateLimiter(sharedQuota: roomy, ledger: $0, maxWait: .seconds(2)) },
+                    for: .seconds(2))
                 let roomyAsks = roomyLedgers.reduce(0) { $0 + $1.asks.withLockedValue { $0.count } }
-                print("fleet quota, 100,000 a minute: \(under.count) sent in 2 s, \(roomyAsks) asks of the ledger (one per \(under.count / max(1, roomyAsks)) sends)")
+                print(
+                    "fleet quota, 100,000 a minute: \(under.count) sent in 2 s, \(roomyAsks) asks of the ledger (one per \(under.count / max(1, roomyAsks)) sends)"
+                )
                 #expect(roomyAsks * 50 < under.count && under.count <= 100_000)
                 // The same fleet, each instance with the quota as its own: four times it.
-                let alone = await busy((0..<4).map { _ in RateLimiter(quota: quota, maxWait: .seconds(3)) }, for: .seconds(3))
+                let alone = await busy(
+                    (0..<4).map { _ in RateLimiter(quota: quota, maxWait: .seconds(3)) }, for: .seconds(3))
                 let mostAlone = Self.mostWithin(.milliseconds(1_990), alone)
-                print("fleet quota, a quota of its own each: \(alone.count) sent in 3 s, at most \(mostAlone) within 2 s")
+                print(
+                    "fleet quota, a quota of its own each: \(alone.count) sent in 3 s, at most \(mostAlone) within 2 s")
                 #expect(mostAlone > 240)
             }
         }
@@ -222,7 +231,8 @@ extension FleetLoadTests {
                     """)
                 func count(_ name: String) async throws -> Int64 {
                     var count: Int64 = -1
-                    let rows = try await databases[0].query("SELECT count(*)::bigint FROM \(unescaped: quoted) WHERE name = \(name)")
+                    let rows = try await databases[0].query(
+                        "SELECT count(*)::bigint FROM \(unescaped: quoted) WHERE name = \(name)")
                     for try await value in rows.decode(Int64.self) { count = value }
                     return count
                 }
@@ -235,9 +245,37 @@ extension FleetLoadTests {
             }
         }
 
+        /// Bad input: a row edited by hand to a grant made at `infinity` or in the year 3000
+        /// counts for nothing (no grant is made in the future); one two hours ahead (a database
+        /// clock stepped back) counts until it ages out, as it would, and nothing traps.
+        @Test func rowsFromTheFutureCountForNothingOrAsTheyWould() async throws {
+            try await withDatabases(1) { databases, table in
+                let ledger = try ledger(databases[0], table)
+                try await ledger.prepare()
+                let quoted = "\"" + table + "\""
+                for (origin, when) in [
+                    ("https://a.test:443", "'infinity'::timestamptz"), ("https://b.test:443", "'3000-01-01'::timestamptz"),
+                    ("https://c.test:443", "now() + interval '2 hours'"),
+                ] {
+                    try await databases[0].query(
+                        """
+                        INSERT INTO \(unescaped: quoted) (name, origin, id, granted_at, sends)
+                        VALUES ('partner', \(origin), gen_random_uuid(), \(unescaped: when), 10)
+                        """)
+                }
+                let quota = RateLimiter.Quota(10, per: .seconds(60))
+                #expect(await ledger.grant(1, of: quota, for: "https://a.test:443").permits == 1)
+                #expect(await ledger.grant(1, of: quota, for: "https://b.test:443").permits == 1)
+                let held = await ledger.grant(1, of: quota, for: "https://c.test:443")
+                #expect(held.isAvailable && held.permits == 0)
+                #expect(held.retryAfter > .seconds(7_200) && held.retryAfter < .seconds(7_300), "\(held.retryAfter)")
+            }
+        }
+
         @Test func anInstanceThatDiesHoldingAGrantHoldsTheOthersOnlyUntilItAgesOut() async throws {
             let postgres = try await TestPostgres.shared()
-            let doomed = PostgresClient(configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
+            let doomed = PostgresClient(
+                configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
             let runner = Task { await doomed.run() }
             try await withDatabases(1) { databases, table in
                 let quota = RateLimiter.Quota(60, per: .seconds(1))
@@ -271,7 +309,8 @@ extension FleetLoadTests {
                 let locker = Task {
                     try await databases[1].withTransaction(logger: Logger(label: "locker")) { connection in
                         try await connection.query(
-                            "LOCK TABLE \(unescaped: "\"" + table + "\"") IN ACCESS EXCLUSIVE MODE", logger: Logger(label: "locker"))
+                            "LOCK TABLE \(unescaped: "\"" + table + "\"") IN ACCESS EXCLUSIVE MODE",
+                            logger: Logger(label: "locker"))
                         lockHeld.yield()
                         try await Task.sleep(for: .seconds(20))  // held until cancelled
                     }
@@ -290,7 +329,8 @@ extension FleetLoadTests {
                 // During the cool-down the ledger is not asked: an instance with a fallback quota
                 // holds itself to its share.
                 let lenient = client(
-                    upstream, RateLimiter(sharedQuota: quota, ledger: ledger, fallbackQuota: .init(2, per: .seconds(60))))
+                    upstream,
+                    RateLimiter(sharedQuota: quota, ledger: ledger, fallbackQuota: .init(2, per: .seconds(60))))
                 #expect(await Self.sent(lenient))
                 #expect(await Self.sent(lenient))
                 #expect(!(await Self.sent(lenient)))
