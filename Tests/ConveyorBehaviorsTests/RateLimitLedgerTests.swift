@@ -1,9 +1,10 @@
-@testable import ConveyorBehaviors
 import ConveyorPipeline
 import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
+
+@testable import ConveyorBehaviors
 
 /// A ledger in memory that keeps `RateLimitLedger`'s contract on a manual clock: a grant counts
 /// from the moment it is made until `period + validFor` later, and only what leaves the count at
@@ -208,7 +209,10 @@ final class MemoryLedger: RateLimitLedger {
         let patient = instance(mock, ledger, quota: .init(1, per: .seconds(5)), maxWait: .seconds(10))
         let hasty = instance(mock, ledger, quota: .init(1, per: .seconds(5)), maxWait: .seconds(1))
         #expect(await send(patient.client).isSuccess)
-        guard case .failure(let error) = await send(hasty.client) else { Issue.record("sent"); return }
+        guard case .failure(let error) = await send(hasty.client) else {
+            Issue.record("sent")
+            return
+        }
         #expect(NetworkError.rateLimited ~= error && error.retryAfter == .seconds(6))
         let waiting = Task { await self.send(patient.client) }
         await clock.waitForSleepers(1)
@@ -231,12 +235,16 @@ final class MemoryLedger: RateLimitLedger {
         let mock = mock()
         let strict = instance(mock, ledger, quota: .init(100, per: .seconds(60)))
         for _ in 0..<3 {
-            guard case .failure(let error) = await send(strict.client) else { Issue.record("sent"); return }
+            guard case .failure(let error) = await send(strict.client) else {
+                Issue.record("sent")
+                return
+            }
             #expect(NetworkError.rateLimited ~= error && error.retryAfter == .seconds(1))
         }
         #expect(mock.requests.isEmpty)
         #expect(ledger.state.withLock { $0.asks.count } == 1)
-        let lenient = instance(mock, ledger, quota: .init(100, per: .seconds(60)), fallback: .init(2, per: .seconds(60)))
+        let lenient = instance(
+            mock, ledger, quota: .init(100, per: .seconds(60)), fallback: .init(2, per: .seconds(60)))
         #expect(await send(lenient.client).isSuccess)
         #expect(await send(lenient.client).isSuccess)
         #expect(!(await send(lenient.client).isSuccess))
@@ -273,7 +281,10 @@ final class MemoryLedger: RateLimitLedger {
         let waiting = Task { await self.send(member.client) }
         await clock.waitForSleepers(1)
         waiting.cancel()
-        guard case .failure(let error) = await waiting.value else { Issue.record("sent"); return }
+        guard case .failure(let error) = await waiting.value else {
+            Issue.record("sent")
+            return
+        }
         #expect(error == .cancelled)
         #expect(mock.requests.count == 1)
         #expect(member.limiter.snapshot(for: Self.origin).inFlight == 0)
@@ -291,4 +302,3 @@ final class MemoryLedger: RateLimitLedger {
         #expect(violations.isEmpty, "\(violations)")
     }
 }
-
