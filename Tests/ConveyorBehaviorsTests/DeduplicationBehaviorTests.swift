@@ -58,10 +58,13 @@ struct Door: AttemptIntercepting {
         let tasks = (0..<50).map { _ in Task { try await client.send(Request<String>(path: "/movies")) } }
         await dedup.calls.waitUntilWaiting(50)
         await held.entered(1)
+        // What a dashboard or a test reads: every caller waits, on one call.
+        #expect(dedup.waitingCallers == 50 && dedup.callsInFlight == 1)
         held.release()
         for task in tasks { #expect(try await task.value == "shared") }
         #expect(mock.requests.count == 1)
         #expect(dedup.calls.count == 0 && dedup.calls.waiting == 0)
+        #expect(dedup.waitingCallers == 0 && dedup.callsInFlight == 0)
         // X-Request-ID differs per request and is ignored; each caller's response carries its own.
         let own = seen.withLock { $0 }
         #expect(own.count == 50 && own.allSatisfy { $0.key == $0.value })

@@ -57,6 +57,14 @@ public struct DeduplicationBehavior: AttemptIntercepting {
         self.calls = InFlightCalls()
     }
 
+    /// How many callers wait on calls in flight now, the one that started each call included:
+    /// one gauge for a dashboard, and for a test the moment every caller has joined (callers that
+    /// share one call number more than the calls, ``callsInFlight``).
+    public var waitingCallers: Int { calls.waiting }
+
+    /// How many calls are in flight now.
+    public var callsInFlight: Int { calls.count }
+
     /// Joins the identical call in flight, or starts it with `next`; other methods go straight
     /// to `next`.
     /// - Parameters:

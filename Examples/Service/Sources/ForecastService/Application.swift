@@ -142,10 +142,12 @@ func postgresConfiguration(_ url: URL) throws -> PostgresClient.Configuration {
 ///   - tracer: The tracer; `InstrumentationSystem.tracer` by default.
 ///   - metrics: Where `http.client.request.duration` goes; `MetricsSystem.factory` by default.
 ///   - clock: The clock the upstream client's retry waits sleep on.
+///   - deduplication: Where identical upstream GETs in flight share one call.
 ///   - onServerRunning: Called with the bound port once the server listens.
 public func buildApplication(
     _ configuration: ServiceConfiguration, logger: Logger, tracer: (any Tracer)? = nil,
     metrics: SwiftMetricsSink = SwiftMetricsSink(), clock: any Clock<Duration> = ContinuousClock(),
+    deduplication: DeduplicationBehavior = DeduplicationBehavior(),
     onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
     // The shared cache, when configured: the PostgresClient is a service of the group (it runs
@@ -195,7 +197,7 @@ public func buildApplication(
     do {
         upstream = try UpstreamClient(
             http: http, configuration: configuration.upstream, logger: logger, tracer: tracer, metrics: metrics,
-            clock: clock, cache: cache, sharedTokens: sharedTokens, limiter: limiter)
+            clock: clock, cache: cache, sharedTokens: sharedTokens, limiter: limiter, deduplication: deduplication)
     } catch {
         try? http.syncShutdown()
         throw error

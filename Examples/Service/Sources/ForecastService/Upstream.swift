@@ -104,12 +104,15 @@ public struct UpstreamClient: Sendable {
     ///     `PostgresCacheStorage` every instance shares.
     ///   - sharedTokens: The token every instance shares, made from this instance's sign-in;
     ///     `nil` keeps the token in this process.
+    ///   - deduplication: Where identical GETs in flight share one call (a test passes its own to
+    ///     see when every caller has joined).
     ///   - limiter: The upstream's quota (every instance's, through a `PostgresRateLimitLedger`, or
     ///     this one's); `nil` follows only what the upstream announces.
     public init(
         http: HTTPClient, configuration: UpstreamConfiguration, logger: Logger, tracer: (any Tracer)? = nil,
         metrics: SwiftMetricsSink = SwiftMetricsSink(), clock: any Clock<Duration> = ContinuousClock(),
-        cache: any CacheStorage = MemoryCacheStorage(), sharedTokens: SharedTokens? = nil, limiter: RateLimiter? = nil
+        cache: any CacheStorage = MemoryCacheStorage(), sharedTokens: SharedTokens? = nil, limiter: RateLimiter? = nil,
+        deduplication: DeduplicationBehavior = DeduplicationBehavior()
     ) throws {
         let transport = try AsyncHTTPClientTransport(client: http)
         let settings = NetworkClient.Configuration(timeout: .seconds(10), clock: clock)
@@ -125,7 +128,7 @@ public struct UpstreamClient: Sendable {
             if let limiter { RateLimitBehavior(limiter) }        // the quota: each attempt that goes out
             AuthTokenBehavior(tokens: session, refresher: session)  // a 401 refreshes once and resends
             CacheBehavior(storage: cache)                        // max-age answers, in memory or shared
-            DeduplicationBehavior()                              // identical GETs in flight share one call
+            deduplication                                        // identical GETs in flight share one call
             TracingBehavior(tracer: tracer)                      // a client span per attempt that goes out
             MetricsBehavior(sink: metrics)                       // http.client.request.duration per attempt
             RequestLoggerBehavior(logger: logger)                // AsyncHTTPClient logs with the request's id
