@@ -70,9 +70,8 @@ extension TestClientProtocol {
 }
 
 // Each test is bounded: a hang fails it (and cancels it) instead of holding CI. One at a time
-// (the whole suite takes a fraction of a second): identicalRequestsInFlightShareOneUpstreamCall
-// gives its callers turns to join the call in flight, and beside the two-instance test's database
-// work it once let one caller arrive after the release (1 run in 5).
+// (the whole suite takes a fraction of a second): the two-instance tests share the database and
+// the timing-free checks stay simple to read.
 @Suite(.timeLimit(.minutes(1)), .serialized) struct ForecastServiceTests {
     @Test func aForecastSignsInOnceAndTheSecondIsACacheHit() async throws {
         let harness = Harness()
