@@ -674,6 +674,8 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         return digest.prefix(8).reduce(Int64(0)) { ($0 << 8) | Int64($1) }
     }
 
+    /// A duration in seconds (the one conversion of the Postgres products: the cache, the token
+    /// store and the quota ledger bind it into their statements).
     static func seconds(_ duration: Duration) -> TimeInterval {
         let (seconds, attoseconds) = duration.components
         return Double(seconds) + Double(attoseconds) / 1e18

@@ -107,7 +107,7 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
     /// sends granted in the last `period + validity` at or under the quota.
     public func grant(_ wanted: Int, of quota: RateLimiter.Quota, for key: String) async -> RateLimitGrant {
         let validity = min(grantValidity, quota.period / 20)
-        let window = Self.seconds(quota.period + validity)
+        let window = PostgresCacheStorage.seconds(quota.period + validity)
         let id = UUID()
         let query: PostgresQuery = """
             SELECT granted, retry_after FROM \(unescaped: function)(\(name), \(key), \(Int64(max(1, wanted))), \
@@ -214,9 +214,4 @@ public final class PostgresRateLimitLedger: RateLimitLedger {
 
     /// The longest a grant counts, in seconds: the longest period (a day) and validity (a minute).
     static let longestWindow: Double = 86_460
-
-    static func seconds(_ duration: Duration) -> Double {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
 }

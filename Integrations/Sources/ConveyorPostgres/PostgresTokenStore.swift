@@ -200,7 +200,7 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     /// Takes the renewal lease when it is free (one statement); the holder's ID, or `nil`.
     private func takeLease() async -> UUID? {
         let holder = UUID()
-        let lease = Self.seconds(lease)
+        let lease = PostgresCacheStorage.seconds(lease)
         // The lease's times are the database's (`clock_timestamp()`): an instance whose clock is
         // wrong neither makes a lease last longer nor ends another's early.
         let taken: Bool? = await calls.run("lease") { [self] (session: BoundedCalls.Session<Bool>) in
@@ -269,11 +269,6 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
                     name text PRIMARY KEY, sealed bytea, lease_holder uuid, lease_until timestamptz)
                 """, logger: logger)
         }
-    }
-
-    static func seconds(_ duration: Duration) -> TimeInterval {
-        let (seconds, attoseconds) = duration.components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }
 
