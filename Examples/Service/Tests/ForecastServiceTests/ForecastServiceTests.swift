@@ -92,56 +92,56 @@ extension TestClientProtocol {
         }
     }
 
-    /// Two instances of the service, each with its own HTTP client, token and database client,
-    /// share one cache on PostgreSQL: the second answers from what the first fetched, and the
-    /// upstream sees one call (the second instance never even signs in).
-    @Test func twoInstancesShareOneCacheOnPostgreSQL() async throws {
+    /// Two instances of the service over one database and one upstream, each with its own HTTP
+    /// client, token and database client: `body` gets both, the upstream's state and a fresh
+    /// stamp (letters) for names new to the database; afterwards, nothing either instance logged
+    /// holds a secret (the database's password, tokens and user tokens included).
+    func withTwoInstances(
+        upstreamQuota: String? = nil,
+        _ body: @Sendable (any TestClientProtocol, any TestClientProtocol, UpstreamState, String) async throws -> Void
+    ) async throws {
         let database = try await TestPostgres.shared()
-        // Both use the default table; the city is new to it (a random name).
-        let first = Harness()
-        let second = Harness()
+        let first = Harness(upstreamQuota: upstreamQuota)
+        let second = Harness(upstreamQuota: upstreamQuota)
         try await withUpstream { upstream, state in
             try await first.withService(upstream: upstream, cacheDatabase: database.url) { one in
                 try await second.withService(upstream: upstream, cacheDatabase: database.url) { other in
-                    let city = "city" + String(UUID().uuidString.prefix(8).filter(\.isLetter)).lowercased()
-                    let fetched = try await one.get("/forecast/\(city)")
-                    let shared = try await other.get("/forecast/\(city)")
-                    #expect(fetched.status == 200 && shared.status == 200)
-                    let forecasts = try [fetched, shared].map {
-                        try JSONDecoder().decode(Forecast.self, from: Data($0.body.utf8))
-                    }
-                    #expect(forecasts[0] == forecasts[1] && forecasts[0].text == "Sunny, 21.5 °C")
+                    try await body(one, other, state, String(UUID().uuidString.prefix(8).filter(\.isLetter)).lowercased())
                 }
             }
-            #expect(await state.tokensIssued == 1)
-            #expect(await state.hitsAll == 1)
         }
-        // Nothing either instance logged holds a secret (the database's password included).
         for entry in first.logs.entries + second.logs.entries {
             #expect(!"\(entry.message) \(entry.metadata)".contains("SECRET"), "\(entry)")
+        }
+    }
+
+    /// Two instances share one cache on PostgreSQL: the second answers from what the first
+    /// fetched, and the upstream sees one call (the second instance never even signs in).
+    @Test func twoInstancesShareOneCacheOnPostgreSQL() async throws {
+        try await withTwoInstances { one, other, state, stamp in
+            // Both use the default table; the city is new to it.
+            let city = "city" + stamp
+            let fetched = try await one.get("/forecast/\(city)")
+            let shared = try await other.get("/forecast/\(city)")
+            #expect(fetched.status == 200 && shared.status == 200)
+            let forecasts = try [fetched, shared].map {
+                try JSONDecoder().decode(Forecast.self, from: Data($0.body.utf8))
+            }
+            #expect(forecasts[0] == forecasts[1] && forecasts[0].text == "Sunny, 21.5 °C")
+            #expect(await state.tokensIssued == 1)
+            #expect(await state.hitsAll == 1)
         }
     }
 
     /// Two instances share one token through the database: the second asks for a city the
     /// first never fetched (a miss) and signs in with the first's token, not its own.
     @Test func twoInstancesSignInOnceBetweenThem() async throws {
-        let database = try await TestPostgres.shared()
-        let first = Harness()
-        let second = Harness()
-        try await withUpstream { upstream, state in
-            try await first.withService(upstream: upstream, cacheDatabase: database.url) { one in
-                try await second.withService(upstream: upstream, cacheDatabase: database.url) { other in
-                    let stamp = String(UUID().uuidString.prefix(8).filter(\.isLetter)).lowercased()
-                    let fetched = try await one.get("/forecast/first\(stamp)")
-                    let signedIn = try await other.get("/forecast/second\(stamp)")
-                    #expect(fetched.status == 200 && signedIn.status == 200)
-                }
-            }
+        try await withTwoInstances { one, other, state, stamp in
+            let fetched = try await one.get("/forecast/first\(stamp)")
+            let signedIn = try await other.get("/forecast/second\(stamp)")
+            #expect(fetched.status == 200 && signedIn.status == 200)
             #expect(await state.tokensIssued == 1)
             #expect(await state.hitsAll == 2)
-        }
-        for entry in first.logs.entries + second.logs.entries {
-            #expect(!"\(entry.message) \(entry.metadata)".contains("SECRET"), "\(entry)")
         }
     }
 
@@ -149,24 +149,16 @@ extension TestClientProtocol {
     /// the first instance's 401, its resend and one more city, the second instance's one city;
     /// its next city is answered `503` with `Retry-After`, not sent.
     @Test func twoInstancesShareOneUpstreamQuota() async throws {
-        let database = try await TestPostgres.shared()
         // A quota of its own for this run (the ledger is named by client and upstream URL).
-        let first = Harness(upstreamQuota: "4/3600")
-        let second = Harness(upstreamQuota: "4/3600")
-        try await withUpstream { upstream, state in
-            try await first.withService(upstream: upstream, cacheDatabase: database.url) { one in
-                try await second.withService(upstream: upstream, cacheDatabase: database.url) { other in
-                    let stamp = String(UUID().uuidString.prefix(8).filter(\.isLetter)).lowercased()
-                    #expect(try await one.get("/forecast/first\(stamp)").status == 200)  // 401, then 200: 2
-                    #expect(try await one.get("/forecast/second\(stamp)").status == 200)  // 3
-                    #expect(try await other.get("/forecast/third\(stamp)").status == 200)  // 4
-                    let refused = try await other.execute(uri: "/forecast/fourth\(stamp)", method: .get) { $0 }
-                    #expect(refused.status == .serviceUnavailable)
-                    let retryAfter = refused.headers[.retryAfter].flatMap(Int.init) ?? 0
-                    #expect(retryAfter > 3_500 && retryAfter <= 3_602, "\(retryAfter)")
-                    #expect(try await one.get("/forecast/fifth\(stamp)").status == 503)
-                }
-            }
+        try await withTwoInstances(upstreamQuota: "4/3600") { one, other, state, stamp in
+            #expect(try await one.get("/forecast/first\(stamp)").status == 200)  // 401, then 200: 2
+            #expect(try await one.get("/forecast/second\(stamp)").status == 200)  // 3
+            #expect(try await other.get("/forecast/third\(stamp)").status == 200)  // 4
+            let refused = try await other.execute(uri: "/forecast/fourth\(stamp)", method: .get) { $0 }
+            #expect(refused.status == .serviceUnavailable)
+            let retryAfter = refused.headers[.retryAfter].flatMap(Int.init) ?? 0
+            #expect(retryAfter > 3_500 && retryAfter <= 3_602, "\(retryAfter)")
+            #expect(try await one.get("/forecast/fifth\(stamp)").status == 503)
             #expect(await state.unauthorized == 1)
             #expect(await state.hitsAll == 3)
         }
@@ -176,31 +168,20 @@ extension TestClientProtocol {
     /// kept for that user alone (one upstream call per user, whichever instance asks), another
     /// user never gets it, and no token reaches a log.
     @Test func twoInstancesKeepEachUsersPrivateAnswer() async throws {
-        let database = try await TestPostgres.shared()
-        let first = Harness()
-        let second = Harness()
-        try await withUpstream { upstream, state in
-            try await first.withService(upstream: upstream, cacheDatabase: database.url) { one in
-                try await second.withService(upstream: upstream, cacheDatabase: database.url) { other in
-                    let stamp = String(UUID().uuidString.prefix(8).filter(\.isLetter)).lowercased()
-                    let (alice, bob) = ("alice\(stamp)", "bob\(stamp)")
-                    // A, then B, then A and B again on the other instance: two upstream calls.
-                    for (client, user) in [(one, alice), (one, bob), (other, alice), (other, bob), (one, alice)] {
-                        let answer = try await client.execute(
-                            uri: "/me/saved", method: .get, headers: [.authorization: "Bearer user-\(user)-SECRET"]
-                        ) { ($0.status, String(buffer: $0.body)) }
-                        #expect(answer.0 == .ok)
-                        let saved = try JSONDecoder().decode(SavedCities.self, from: Data(answer.1.utf8))
-                        #expect(saved.user == user && saved.cities.first == "\(user)ville")
-                    }
-                    let anonymous = try await one.execute(uri: "/me/saved", method: .get) { $0.status }
-                    #expect(anonymous == .unauthorized)
-                    #expect(await state.saved == [alice: 1, bob: 1])
-                }
+        try await withTwoInstances { one, other, state, stamp in
+            let (alice, bob) = ("alice\(stamp)", "bob\(stamp)")
+            // A, then B, then A and B again on the other instance: two upstream calls.
+            for (client, user) in [(one, alice), (one, bob), (other, alice), (other, bob), (one, alice)] {
+                let answer = try await client.execute(
+                    uri: "/me/saved", method: .get, headers: [.authorization: "Bearer user-\(user)-SECRET"]
+                ) { ($0.status, String(buffer: $0.body)) }
+                #expect(answer.0 == .ok)
+                let saved = try JSONDecoder().decode(SavedCities.self, from: Data(answer.1.utf8))
+                #expect(saved.user == user && saved.cities.first == "\(user)ville")
             }
-        }
-        for entry in first.logs.entries + second.logs.entries {
-            #expect(!"\(entry.message) \(entry.metadata)".contains("SECRET"), "\(entry)")
+            let anonymous = try await one.execute(uri: "/me/saved", method: .get) { $0.status }
+            #expect(anonymous == .unauthorized)
+            #expect(await state.saved == [alice: 1, bob: 1])
         }
     }
 
