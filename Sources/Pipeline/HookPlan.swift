@@ -54,7 +54,7 @@ package final class HookPlan: Sendable {
     /// First to last: the first is outermost, nearest the caller; the last is nearest the gates.
     let intercept: [any RequestBehavior]
     /// First to last, next to the transport, inside every `intercept` member.
-    let gates: [any AttemptGating]
+    let gates: [any Gate]
     /// Whether an attempt goes straight to the transport: no `intercept` member and no gate.
     let sendsDirectly: Bool
     /// Last to first.
@@ -72,6 +72,40 @@ package final class HookPlan: Sendable {
     /// boxed, so that a chain without one pays a pointer test per attempt (testing an optional
     /// existential copied it: +800 instructions per request, measured) and a plan stays small.
     let hedging: Hedging?
+
+    /// A gate of the chain, in a box of its own type: the engine calls it through a class
+    /// reference, and the box calls the member in place. (Called as an existential value, the
+    /// member was copied out and destroyed for every call: about 200 instructions a request.)
+    protocol Gate: AnyObject, Sendable {
+        /// The behavior, for a request's opt-outs.
+        var member: any AttemptGating { get }
+        func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass
+        func waitForTurn(_ pass: GatePass, context: RequestContext) async throws(NetworkError) -> GatePass
+        func release(_ pass: GatePass, answered response: HTTPResponse, context: RequestContext)
+        func release(_ pass: GatePass, failed failure: NetworkError, context: RequestContext)
+    }
+
+    /// ``Gate`` for a member of type `Member`.
+    final class GateBox<Member: AttemptGating>: Gate {
+        let gate: Member
+        init(_ gate: Member) { self.gate = gate }
+        var member: any AttemptGating { gate }
+        func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
+            try gate.admit(request, context: context)
+        }
+        func waitForTurn(_ pass: GatePass, context: RequestContext) async throws(NetworkError) -> GatePass {
+            try await gate.waitForTurn(pass, context: context)
+        }
+        func release(_ pass: GatePass, answered response: HTTPResponse, context: RequestContext) {
+            gate.release(pass, answered: response, context: context)
+        }
+        func release(_ pass: GatePass, failed failure: NetworkError, context: RequestContext) {
+            gate.release(pass, failed: failure, context: context)
+        }
+    }
+
+    /// `gate` in a box of its own type.
+    static func boxed<Member: AttemptGating>(_ gate: Member) -> any Gate { GateBox(gate) }
 
     /// Whether the chain hedges its requests.
     var hedges: Bool { hedging != nil }
@@ -108,13 +142,13 @@ package final class HookPlan: Sendable {
     /// ``HookBits/gates`` and is a gate is a gate only; one that declares it without being one (a
     /// wrapper that forwards every hook) intercepts.
     private static func interceptorsAndGates(_ behaviors: [any RequestBehavior], bits: [UInt16])
-        -> ([any RequestBehavior], [any AttemptGating])
+        -> ([any RequestBehavior], [any Gate])
     {
         var interceptors: [any RequestBehavior] = []
-        var gates: [any AttemptGating] = []
+        var gates: [any Gate] = []
         for index in behaviors.indices where bits[index] & (HookBits.intercept | HookBits.gates) != 0 {
             if bits[index] & HookBits.gates != 0, let gate = behaviors[index] as? any AttemptGating {
-                gates.append(gate)
+                gates.append(boxed(gate))
             } else if bits[index] & HookBits.intercept != 0 {
                 interceptors.append(behaviors[index])
             }
@@ -184,7 +218,7 @@ package final class HookPlan: Sendable {
         modify = base.modify.filter(keep)
         beforeSend = base.beforeSend.filter(keep)
         intercept = base.intercept.filter(keep)
-        gates = base.gates.filter { keep($0) }
+        gates = base.gates.filter { keep($0.member) }
         sendsDirectly = intercept.isEmpty && gates.isEmpty
         validate = base.validate.filter(keep)
         retryDecision = base.retryDecision.filter(keep)
