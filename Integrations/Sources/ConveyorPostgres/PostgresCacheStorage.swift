@@ -340,8 +340,11 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         let hash = Self.hash(key)
         let holder = UUID()
         let lease = Self.seconds(fillLease)
+        let hint = Self.privateFillHint
         // The lease's times are the database's (`clock_timestamp()`): an instance whose clock is
-        // wrong neither makes a lease last longer nor ends another's early.
+        // wrong neither makes a lease last longer nor ends another's early. A lease (or private
+        // hint) that ends further ahead than this instance would ever write one was not written by
+        // it or a peer with the same lease (a row written by hand: `infinity`), and counts as ended.
         let turn: CacheFillTurn? = await calls.run("fill") { [logger, names] (session: Session<CacheFillTurn>) in
             let rows = try await session.connection.query(
                 """
@@ -350,6 +353,7 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
                     VALUES (\(hash), \(holder), clock_timestamp() + make_interval(secs => \(lease)), false)
                     ON CONFLICT (key_hash) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until, private = false
                     WHERE f.until <= clock_timestamp()
+                        OR f.until > clock_timestamp() + make_interval(secs => CASE WHEN f.private THEN \(hint) ELSE \(lease) END)
                     RETURNING true)
                 SELECT true, false FROM taken
                 UNION ALL
@@ -420,11 +424,14 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
     /// waiter of the URL.
     private func pollFill(_ hash: Data) async {
         let deadline = clock.deadline(after: fillLease)
+        let lease = Self.seconds(fillLease)
         while !clock.hasPassed(deadline) {
             let live: Bool? = await calls.run("fill wait") { [logger, names] (session: Session<Bool>) in
                 let rows = try await session.connection.query(
                     """
-                    SELECT until > clock_timestamp() AND NOT private FROM \(unescaped: names.fill) WHERE key_hash = \(hash)
+                    SELECT until > clock_timestamp() AND until <= clock_timestamp() + make_interval(secs => \(lease))
+                        AND NOT private
+                    FROM \(unescaped: names.fill) WHERE key_hash = \(hash)
                     """, logger: logger)
                 var live = false
                 for try await value in rows.decode(Bool.self) { live = value }
@@ -564,7 +571,10 @@ public final class PostgresCacheStorage: CacheStorage, CacheFillCoordinating {
         try await connection.query(
             """
             DELETE FROM \(unescaped: names.fill) WHERE key_hash IN (
-                SELECT key_hash FROM \(unescaped: names.fill) WHERE until < clock_timestamp() LIMIT \(Self.trimBatchRows))
+                SELECT key_hash FROM \(unescaped: names.fill)
+                WHERE until < clock_timestamp()
+                    OR until > clock_timestamp() + make_interval(secs => \(max(Self.seconds(fillLease), Self.privateFillHint)))
+                LIMIT \(Self.trimBatchRows))
             """, logger: logger)
         return true
     }

@@ -177,10 +177,13 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
     /// The name's row: its token (opened) and whether its lease is free. `nil` when the database
     /// did not answer in time (or is cooling down after a failure).
     private func read() async -> Row? {
+        let lease = PostgresCacheStorage.seconds(lease)
         let found: Row?? = await calls.run("read") { [self] (session: BoundedCalls.Session<Row?>) in
             let rows = try await session.connection.query(
                 """
-                SELECT sealed, lease_until IS NULL OR lease_until <= clock_timestamp() FROM \(unescaped: quotedTable)
+                SELECT sealed, lease_until IS NULL OR lease_until <= clock_timestamp()
+                    OR lease_until > clock_timestamp() + make_interval(secs => \(lease))
+                FROM \(unescaped: quotedTable)
                 WHERE name = \(name)
                 """, logger: logger)
             var row = Row(token: nil, leaseFree: true)
@@ -210,6 +213,7 @@ public final class PostgresTokenStore: TokenProvider, TokenRefresher {
                 VALUES (\(name), NULL, \(holder), clock_timestamp() + make_interval(secs => \(lease)))
                 ON CONFLICT (name) DO UPDATE SET lease_holder = EXCLUDED.lease_holder, lease_until = EXCLUDED.lease_until
                 WHERE t.lease_until IS NULL OR t.lease_until <= clock_timestamp()
+                    OR t.lease_until > clock_timestamp() + make_interval(secs => \(lease))
                 RETURNING true
                 """, logger: logger)
             var taken = false

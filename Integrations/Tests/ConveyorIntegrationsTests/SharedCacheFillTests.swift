@@ -185,6 +185,46 @@ extension FleetLoadTests {
         await right.endFill(taken, stored: .nothing)
     }
 
+    /// A lease row written by hand (or by a tool) that ends far ahead (`infinity`, two hours)
+    /// holds no one: a lease that ends further ahead than this instance's own lease could not have
+    /// been written by it or a peer with the same lease, and counts as ended. (Before: every request
+    /// for the URL waited its whole lease, then fetched without one, for as long as the row stood.)
+    @Test(arguments: ["'infinity'", "clock_timestamp() + interval '2 hours'"])
+    func aLeaseRowEndingFarAheadHoldsNoOne(until: String) async throws {
+        let postgres = try await TestPostgres.shared()
+        let database = PostgresClient(configuration: SharedCacheTests.configuration(postgres), backgroundLogger: SharedCacheTests.quiet)
+        let runner = Task { await database.run() }
+        defer { runner.cancel() }
+        let table = SharedCacheTests.uniqueTable()
+        let key = try CacheIdentityKey(SharedCacheTests.identityKey.utf8)
+        let lease = Duration.seconds(2)
+        let storage = try PostgresCacheStorage(client: database, table: table, timeout: .seconds(10), identityKey: key, fillLease: lease)
+        try await storage.prepare()
+        let url = "http://127.0.0.1:1/cache/\(UUID().uuidString)"
+        guard case .fill = await storage.beginFill(of: url) else {
+            Issue.record("the first to ask takes the turn")
+            return
+        }
+        // The row is rewritten by hand: its lease now ends far ahead.
+        try await database.query("UPDATE \(unescaped: "\"" + table + "_fill\"") SET until = \(unescaped: until)")
+        let started = ContinuousClock.now
+        let turn = await storage.beginFill(of: url)
+        #expect(turn != .wait, "a lease that ends \(until) is waited for")
+        if turn == .wait { await storage.waitForFill(of: url) }
+        #expect(ContinuousClock.now - started < lease / 2)
+        if case .fill(let taken) = turn { await storage.endFill(taken, stored: .nothing) }
+        // And the trim removes such a row: the table keeps no lease that holds no one.
+        try await database.query("UPDATE \(unescaped: "\"" + table + "_fill\"") SET until = \(unescaped: until)")
+        _ = await storage.beginFill(of: url + "/other")
+        var count = -1
+        try await database.query("UPDATE \(unescaped: "\"" + table + "_fill\"") SET until = \(unescaped: until)")
+        try await storage.trim()
+        for try await value in try await database.query("SELECT count(*)::int FROM \(unescaped: "\"" + table + "_fill\"")").decode(Int.self) {
+            count = value
+        }
+        #expect(count == 0)
+    }
+
     @Test func aDatabaseThatStallsHoldsARequestAtMostTheStoragesTimeout() async throws {
         try await withFleet(instances: 1, timeout: .milliseconds(300)) { fleet, server, databases in
             let name = UUID().uuidString

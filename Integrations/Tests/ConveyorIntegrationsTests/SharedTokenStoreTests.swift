@@ -158,6 +158,33 @@ extension FleetLoadTests {
         }
     }
 
+    /// A lease row written by hand (or by a tool) that ends far ahead (`infinity`, two hours)
+    /// holds no one: the first instance renews at once, under the lease, and the others take its
+    /// token from the table. (Before: every renewal waited the whole lease, then renewed for
+    /// itself without storing the token, for as long as the row stood.)
+    @Test(arguments: ["'infinity'", "clock_timestamp() + interval '2 hours'"])
+    func aLeaseRowEndingFarAheadHoldsNoOne(until: String) async throws {
+        try await withDatabases(2) { databases, table in
+            let lease = Duration.seconds(2)
+            let issuer = Issuer(delay: .zero)
+            let first = try store(databases[0], table, issuer, lease: lease)
+            let second = try store(databases[1], table, issuer, lease: lease)
+            _ = try await first.currentToken()  // creates the table
+            try await databases[0].query(
+                """
+                INSERT INTO \(unescaped: table) (name, sealed, lease_holder, lease_until)
+                VALUES ('upstream', NULL, gen_random_uuid(), \(unescaped: until))
+                """)
+            let started = ContinuousClock.now
+            let token = try await first.refreshToken(replacing: nil)
+            #expect(token == "token-1-SECRET")
+            #expect(ContinuousClock.now - started < lease / 2, "a lease that ends \(until) is waited for")
+            // The renewal went through the table: the other instance takes the token from it.
+            #expect(try await second.refreshToken(replacing: nil) == "token-1-SECRET")
+            #expect(issuer.issued.withLockedValue { $0 } == 1)
+        }
+    }
+
     @Test func aRenewalThatFailsReleasesTheLeaseAtOnce() async throws {
         try await withDatabases(2) { databases, table in
             let failing = try store(databases[0], table, Failing())
