@@ -12,11 +12,15 @@
 //   before, after a one-byte warm-up transfer and a reset of the peak).
 // - curl: `curl -s -o FILE URL` and `curl -s -X POST -T FILE URL` (-T streams from the file);
 //   its time is its own `%{time_total}`, its peak RSS what `/usr/bin/time -f %M` reports (n/a
-//   without it), its growth that peak minus the peak of a one-byte curl download.
+//   without it), its growth that peak minus the peak of a one-byte curl download. A download's
+//   time also counts `sync FILE` run right after it: Conveyor reports a download only once its
+//   file is on disk (fsync), so curl is measured with the same durability.
 // Each download's size and sampled bytes (byte i is i % 256) are checked, and each upload's
 // byte count and SHA-256 as the server computed them (against sha256sum of the file).
 // Each transfer prints a line as it ends; then a markdown table. With R rounds the order of the
-// two sides flips every round, and the table shows the median time and the largest growth. Exits 1 when Conveyor's peak RSS growth reaches 50 MB in either
+// two sides flips every round, and the table shows the median time and the largest growth, and for
+// each Conveyor row its time over curl's in the same round: the median of those ratios and their
+// range. Exits 1 when Conveyor's peak RSS growth reaches 50 MB in either
 // direction (the acceptance bound), 2 when a transfer fails or delivers wrong bytes.
 import BenchSupport
 import Foundation
@@ -155,13 +159,15 @@ let directory = FileManager.default.temporaryDirectory.appendingPathComponent("t
 /// then its curl row.
 let labels = [
     "download, Conveyor `client.download(_:to:)` on URLSession",
-    "download, Conveyor `client.download(_:to:)` on AsyncHTTPClient", "download, curl `-o file`",
+    "download, Conveyor `client.download(_:to:)` on AsyncHTTPClient", "download, curl `-o file`, then `sync file`",
     "upload, Conveyor `.file` body on URLSession", "upload, Conveyor `.file` body on AsyncHTTPClient",
     "upload, curl `-X POST -T file`",
 ]
 /// Which scenarios are Conveyor's (the growth bound applies to them).
 let conveyorScenarios: Set<Int> = [0, 1, 3, 4]
 var results = Array(repeating: [Measurement](), count: labels.count)
+/// Each scenario's time in each round it ran, for the per-round ratios.
+var secondsByRound = Array(repeating: [Int: Double](), count: labels.count)
 /// The transfers that failed or delivered wrong bytes.
 var errors: [String] = []
 
@@ -186,8 +192,14 @@ let transfers: [() throws -> Measurement] = [
     {
         let file = directory.appendingPathComponent("download-curl.bin")
         let (seconds, peak) = try curl(["-o", file.path, blobURL])
+        // The same durability as Conveyor's: the file on disk before the download counts as done.
+        let syncStarted = ContinuousClock.now
+        guard try run("/usr/bin/env", ["sync", file.path]).exitCode == 0 else { throw BenchError("sync failed") }
+        let synced = ContinuousClock.now - syncStarted
+        let syncSeconds = Double(synced.components.seconds) + Double(synced.components.attoseconds) / 1e18
+        print(String(format: "  (curl's sync: %.2f s of %.2f s)", syncSeconds, seconds + syncSeconds))
         try verifyDownload(file, bytes: bytes, by: "curl")
-        return curlMeasurement(seconds: seconds, peak: peak, baseline: curlBaseline)
+        return curlMeasurement(seconds: seconds + syncSeconds, peak: peak, baseline: curlBaseline)
     },
     { try conveyorUpload(transport: "urlsession") },
     { try conveyorUpload(transport: "ahc") },
@@ -224,6 +236,7 @@ for round in 1...rounds {
         do {
             let measurement = try transfers[scenario]()
             results[scenario].append(measurement)
+            secondsByRound[scenario][round] = measurement.seconds
             print(
                 "round \(round), \(labels[scenario]): " + String(format: "%.2f s", measurement.seconds)
                     + ", peak RSS growth \(mb(measurement.growth))")
@@ -269,10 +282,14 @@ for direction in 0..<2 {
     }
     let name = direction == 0 ? "download" : "upload"
     for (scenario, transport) in [(3 * direction, "URLSession"), (3 * direction + 1, "AsyncHTTPClient")] {
-        guard let conveyorTime = times[scenario], let curlTime = times[3 * direction + 2] else { continue }
+        // The ratio of each round (both sides measured back to back), then their median and range.
+        let ratios = secondsByRound[scenario].compactMap { round, seconds in
+            secondsByRound[3 * direction + 2][round].map { seconds / $0 }
+        }.sorted()
+        guard let lowest = ratios.first, let highest = ratios.last else { continue }
         print(
-            "| **\(name): Conveyor on \(transport) / curl** | "
-                + String(format: "%.2f× | %.2f× | | |", conveyorTime / curlTime, curlTime / conveyorTime))
+            "| **\(name): Conveyor on \(transport) / curl**, per round: median (range) | "
+                + String(format: "%.2f× (%.2f–%.2f×) | | | |", median(ratios), lowest, highest))
     }
 }
 print("")

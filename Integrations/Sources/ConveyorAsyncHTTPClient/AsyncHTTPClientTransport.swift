@@ -190,7 +190,14 @@ public struct AsyncHTTPClientTransport: StreamingHTTPTransport {
                 delegate.armIdleTimer(on: task)
                 let exchange = delegate
                 let ending = try await withTaskCancellationHandler {
-                    try await exchange.run()
+                    do {
+                        return try await exchange.run()
+                    } catch {
+                        // The transfer stopped taking the body (a limit, a full disk): the
+                        // connection is given up rather than read on.
+                        task.cancel()
+                        throw error
+                    }
                 } onCancel: {
                     // The hop ends as cancelled first: AsyncHTTPClient tells the delegate of the
                     // failure the cancellation causes on its event loop, which could come first

@@ -53,7 +53,12 @@ final class DownloadWriter: ResponseBodyTaker {
         /// is to be sent again from zero (once per call).
         var restartPending = false
         var restarted = false
+        /// Bytes of the partial file whose write-back to disk has been started.
+        var flushedTo: Int64 = 0
     }
+
+    /// How many written bytes wait before their write-back to disk is started.
+    static let writeBackEvery: Int64 = 8 << 20
 
     private let state = Locked(State())
 
@@ -93,6 +98,7 @@ final class DownloadWriter: ResponseBodyTaker {
         state.withLock { state in
             state.fd = fd
             state.offset = max(0, offset)
+            state.flushedTo = state.offset
             state.validator = validator
             state.resumable = validator != nil && offset > 0
             state.key = key
@@ -182,9 +188,22 @@ final class DownloadWriter: ResponseBodyTaker {
             }
             if let code = writeAll(chunk, to: state.fd) { return failure(code) }
             state.offset += Int64(chunk.count)
+            if state.offset - state.flushedTo >= Self.writeBackEvery { Self.startWriteBack(&state) }
             return nil
         }
         if let problem { throw problem }
+    }
+
+    /// Starts writing the bytes written since the last call back to disk, without waiting for
+    /// them: the `fsync` that ends a download then has little left to do (it took 0.44–0.76 s of
+    /// a 1 GiB download when the whole file waited for it). On Linux `POSIX_FADV_DONTNEED` starts
+    /// the write-back of the range's dirty pages (and drops the clean ones from the page cache: a
+    /// large download does not crowd out the rest); elsewhere the final `fsync` does it all.
+    private static func startWriteBack(_ state: inout State) {
+        #if os(Linux)
+            _ = posix_fadvise(state.fd, off_t(state.flushedTo), off_t(state.offset - state.flushedTo), POSIX_FADV_DONTNEED)
+        #endif
+        state.flushedTo = state.offset
     }
 
     /// Writes all of `data`; returns the `errno` of a failure.
@@ -284,6 +303,7 @@ final class DownloadWriter: ResponseBodyTaker {
         guard ftruncate(state.fd, 0) == 0, lseek(state.fd, 0, SEEK_SET) == 0 else { throw failure(errno) }
         state.offset = 0
         state.start = 0
+        state.flushedTo = 0
     }
 
     private func saveInfo(_ state: State) {
