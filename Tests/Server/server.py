@@ -351,7 +351,7 @@ class Handler(BaseHTTPRequestHandler):
             self.stream(int(arg("bytes", str(1 << 30))), gzip=False)
         elif url.path == "/gzipbomb":  # a small gzip body that inflates to `bytes` zero bytes
             self.stream(int(arg("bytes", str(1 << 30))), gzip=True)
-        elif url.path == "/endless/written":  # how much /endless?key= wrote, once it stopped: endless()
+        elif url.path == "/endless/written":  # how much /endless?key= wrote, once it stopped (or so far, with wait=0): endless()
             done = endless_event(arg("key", ""))
             finished = done.wait(float(arg("wait", "60")))
             with counters_lock:
@@ -641,6 +641,8 @@ class Handler(BaseHTTPRequestHandler):
                 part = chunk[: min(len(chunk), total - written)]
                 self.wfile.write(part)
                 written += len(part)
+                with counters_lock:  # so far, for `/endless/written?wait=0`
+                    endless_written[key] = written
         except (BrokenPipeError, ConnectionResetError):
             pass
         finally:

@@ -78,3 +78,37 @@ import Testing
         }
     }
 }
+
+extension AsyncHTTPClientWireEndTests {
+    /// The read-ahead is bounded: a reader that stops taking a streamed body holds AsyncHTTPClient,
+    /// and through TCP the server, back within the read-ahead and the sockets' buffers; reading on
+    /// resumes the transfer, every byte of it.
+    @Test func aReaderThatStopsHoldsTheServerBack() async throws {
+        try await LocalServer.withServerInMemoryTurn { server in
+            let key = UUID().uuidString
+            let client = try ahcClient(server, timeout: .seconds(120))
+            let reader = NetworkClient(baseURL: server.baseURL, configuration: .init(timeout: .seconds(30)))
+            func writtenSoFar() async throws -> Int {
+                try await reader.send(Request<Written>(path: "/endless/written", query: ["key": key, "wait": 0])).written
+            }
+            let streamed = try await client.stream(
+                Request<Data>(path: "/endless", query: ["key": key, "type": "bytes", "bytes": Self.cap]))
+            var parts = streamed.body.makeAsyncIterator()
+            var received = try await parts.next()?.count ?? 0
+            // The reader stops here. What the server wrote grows, then stops growing: read it until
+            // 20 reads in a row agree (or it reaches the end, which a bounded read-ahead never lets
+            // it).
+            var written = try await writtenSoFar()
+            var unchanged = 0
+            while unchanged < 20, written < Self.cap {
+                let now = try await writtenSoFar()
+                unchanged = now == written ? unchanged + 1 : 0
+                written = now
+            }
+            #expect(written < Self.bound, "the server wrote \(written >> 20) MiB to a reader that had stopped")
+            // Reading on resumes the transfer.
+            while let part = try await parts.next() { received += part.count }
+            #expect(received == Self.cap)
+        }
+    }
+}
