@@ -167,18 +167,20 @@ package final class HookPlan: Sendable {
     /// A client's plan extended by a request's own behaviors (which run inside the client's).
     /// Lists the extra behaviors don't take part in are shared with `base`, not copied.
     init(extending base: HookPlan, with extra: [any RequestBehavior]) {
-        // One call per extra behavior (its type's hook bits), not one per hook.
-        var bits: [UInt16] = []
-        bits.reserveCapacity(extra.count)
+        // One call per extra behavior (its type's hook bits), not one per hook; up to 8 of them
+        // kept inline (an array of them was a malloc per request).
+        var bits = ExtraBits(count: extra.count)
         var all: UInt16 = 0
-        for behavior in extra {
-            let declared = HookBits.of(behavior)
-            bits.append(declared)
+        for index in extra.indices {
+            let declared = HookBits.of(extra[index])
+            bits[index] = declared
             all |= declared
         }
         func forward(_ list: [any RequestBehavior], _ bit: UInt16) -> [any RequestBehavior] {
             guard all & bit != 0 else { return list }  // shared with `base`
-            var result = list
+            var result: [any RequestBehavior] = []
+            result.reserveCapacity(list.count + extra.count)  // one allocation, no growth
+            result.append(contentsOf: list)
             for index in extra.indices where bits[index] & bit != 0 { result.append(extra[index]) }
             return result
         }
@@ -194,7 +196,7 @@ package final class HookPlan: Sendable {
         modify = forward(base.modify, HookBits.modify)
         beforeSend = forward(base.beforeSend, HookBits.beforeSend)
         if all & (HookBits.intercept | HookBits.gates) != 0 {
-            let (interceptors, gates) = Self.interceptorsAndGates(extra, bits: bits)
+            let (interceptors, gates) = Self.interceptorsAndGates(extra, bits: extra.indices.map { bits[$0] })
             intercept = base.intercept + interceptors
             self.gates = base.gates + gates
         } else {
@@ -209,7 +211,9 @@ package final class HookPlan: Sendable {
         progressObservers = forward(base.progressObservers, HookBits.transferProgress)
         hasWrappers = base.hasWrappers || all & HookBits.wraps != 0
         // A request's own hedging member replaces the client's.
-        hedging = all & HookBits.hedges != 0 ? Self.lastHedger(in: extra, bits: bits) ?? base.hedging : base.hedging
+        hedging =
+            all & HookBits.hedges != 0
+            ? Self.lastHedger(in: extra, bits: extra.indices.map { bits[$0] }) ?? base.hedging : base.hedging
     }
 
     /// A plan without the members `keep` rejects (a request's opt-outs); order is kept.
@@ -227,5 +231,22 @@ package final class HookPlan: Sendable {
         progressObservers = base.progressObservers.filter(keep)
         hasWrappers = base.hasWrappers
         if let hedging = base.hedging, keep(hedging.member) { self.hedging = hedging } else { self.hedging = nil }
+    }
+}
+
+/// The hook bits of a request's own behaviors: up to 8 inline, more in an array.
+private struct ExtraBits {
+    private var inline = SIMD8<UInt16>()
+    private var spilled: [UInt16]?
+
+    init(count: Int) {
+        if count > 8 { spilled = Array(repeating: 0, count: count) }
+    }
+
+    subscript(index: Int) -> UInt16 {
+        get { spilled?[index] ?? inline[index] }
+        set {
+            if spilled != nil { spilled?[index] = newValue } else { inline[index] = newValue }
+        }
     }
 }
