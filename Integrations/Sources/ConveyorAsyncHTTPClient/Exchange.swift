@@ -67,10 +67,17 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
         var ended = false
         /// When a byte of the hop was last sent or received, or the transfer last took a part.
         var lastActivity = NIODeadline.now()
-        /// Whether a part waits for the transfer to take it (the hop is not idle then).
-        var handing = false
         /// The idle timer, while armed.
         var idleTimer: Scheduled<Void>?
+
+        /// Drops the parts that wait for the transfer; returns the promise AsyncHTTPClient waits
+        /// on, if it was held back (for the caller to fail, outside the lock).
+        mutating func dropWaitingParts() -> EventLoopPromise<Void>? {
+            events.removeAll { if case .chunk = $0 { true } else { false } }
+            waitingBytes = 0
+            defer { heldBack = nil }
+            return heldBack
+        }
     }
 
     /// How many bytes of a transfer's parts may wait for it before AsyncHTTPClient is held back.
@@ -162,7 +169,8 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
         let due = state.withLockedValue { state -> NIODeadline? in
             if state.ended { return nil }
             state.idleTimer = nil
-            return state.handing ? .now() + idleTimeout : state.lastActivity + idleTimeout
+            // A part that waits for the transfer: the hop is not idle.
+            return state.waitingBytes > 0 ? .now() + idleTimeout : state.lastActivity + idleTimeout
         }
         guard let due else { return }
         if due <= .now() {
@@ -193,7 +201,6 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
                         state -> (EventLoopPromise<Void>?, (any Error)?) in
                         if let failure = state.failure { return (nil, failure) }
                         state.waitingBytes -= data.count
-                        state.handing = state.waitingBytes > 0
                         state.lastActivity = .now()
                         guard state.waitingBytes <= Self.resumeBelow else { return (nil, nil) }
                         defer { state.heldBack = nil }
@@ -214,11 +221,7 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
     private func refuse(_ error: any Error) {
         let heldBack = state.withLockedValue { state -> EventLoopPromise<Void>? in
             state.refusal = error
-            state.events.removeAll { if case .chunk = $0 { true } else { false } }
-            state.waitingBytes = 0
-            state.handing = false
-            defer { state.heldBack = nil }
-            return state.heldBack
+            return state.dropWaitingParts()
         }
         heldBack?.fail(error)
     }
@@ -234,11 +237,7 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
             state.idleTimer = nil
             guard case .failure(let error) = result else { return (true, timer, nil) }
             state.failure = error
-            state.events.removeAll { if case .chunk = $0 { true } else { false } }
-            state.waitingBytes = 0
-            state.handing = false
-            defer { state.heldBack = nil }
-            return (true, timer, state.heldBack)
+            return (true, timer, state.dropWaitingParts())
         }
         timer?.cancel()
         if case .failure(let error) = result { heldBack?.fail(error) }
@@ -387,7 +386,6 @@ final class Exchange: HTTPClientResponseDelegate, Sendable {
                 return .report(Int64(state.collected.count), expected)
             case .take:
                 if let refusal = state.refusal { return .fail(refusal) }
-                state.handing = true
                 state.waitingBytes += buffer.readableBytes
                 let data = Data(buffer.readableBytesView)
                 guard state.waitingBytes >= Self.readAhead else { return .hand(data) }
