@@ -38,6 +38,8 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
     private var queued = 0
     /// Cancels of the session's tasks in progress now.
     private var cancelling = 0
+    /// How many times `addOperation` held its caller back (for tests).
+    private var heldBack = 0
     /// The dispatch queue the operations run on, which `underlyingQueue` does not retain.
     private let dispatchQueue: DispatchQueue
 
@@ -58,10 +60,19 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
         return queued
     }
 
+    /// How many times ``addOperation(_:)`` has held its caller back (for tests: whether a caller
+    /// waited, independent of how busy the machine is).
+    var timesHeldBack: Int {
+        condition.lock()
+        defer { condition.unlock() }
+        return heldBack
+    }
+
     #if canImport(FoundationNetworking)
         override func addOperation(_ block: @escaping @Sendable () -> Void) {
             condition.lock()
             if queued >= Self.limit, cancelling == 0 {
+                heldBack += 1
                 let deadline = Date(timeIntervalSinceNow: Self.longestWait)
                 while queued >= Self.limit, cancelling == 0, condition.wait(until: deadline) {}
             }
