@@ -77,6 +77,10 @@ package struct Deadline: Sendable {
     /// How long until the deadline passes (zero once it has), or `nil` for an idle deadline,
     /// which activity can push back.
     func remaining() -> Duration? { end.remaining() }
+
+    /// Whether ``DeadlineTimer`` can watch it: a fixed deadline on `ContinuousClock` or
+    /// `SuspendingClock`. Others (a test's clock, an idle deadline) are slept on by a task.
+    var firesOnSystemTimer: Bool { end.firesOnSystemTimer }
 }
 
 /// An instant on a clock, behind an existential so that ``Deadline`` is not generic.
@@ -84,6 +88,7 @@ private protocol DeadlineEnd: Sendable {
     func sleep() async throws
     func hasPassed() -> Bool
     func remaining() -> Duration?
+    var firesOnSystemTimer: Bool { get }
 }
 
 private final class ClockInstant<C: Clock<Duration>>: DeadlineEnd {
@@ -96,6 +101,7 @@ private final class ClockInstant<C: Clock<Duration>>: DeadlineEnd {
     func sleep() async throws { try await clock.sleep(until: instant, tolerance: nil) }
     func hasPassed() -> Bool { clock.now >= instant }
     func remaining() -> Duration? { max(.zero, clock.now.duration(to: instant)) }
+    var firesOnSystemTimer: Bool { C.self == ContinuousClock.self || C.self == SuspendingClock.self }
 }
 
 /// Pushes an idle deadline back: bytes arrived.
@@ -155,6 +161,7 @@ private final class IdleInstant<C: Clock<Duration>>: DeadlineEnd, IdleActivity {
     }
 
     func remaining() -> Duration? { nil }
+    var firesOnSystemTimer: Bool { false }
 }
 
 /// Sleeps on a clock. On the system clocks the sleep is a dispatch timer that cancellation

@@ -25,10 +25,11 @@ package protocol ContextInterruptible: AnyObject, Sendable {
 /// between hooks, so an abandoned step calls no further hook, and ``checkpoint()`` before it
 /// sends, so an abandoned step never starts a send.
 ///
-/// Costs one task per step, plus one for the deadline's timer; the engine calls a step's work
-/// directly when nothing needs guarding (no timeout, a transport that honors cancellation, a
-/// context nobody interrupts).
-package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptible {
+/// Costs one task per step. A deadline on the system clocks is an entry of ``DeadlineTimer``
+/// (one dispatch timer for all of them), on another clock (a test's) a task that sleeps on it.
+/// The engine calls a step's work directly when nothing needs guarding (no timeout, a transport
+/// that honors cancellation, a context nobody interrupts).
+package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptible, DeadlineTimerTarget {
     /// What a step produced.
     package enum Outcome: Sendable {
         case finished(Value)
@@ -46,6 +47,8 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
         var result: Value?
         var worker: Task<Void, Never>?
         var timer: Task<Void, Never>?
+        /// Whether the deadline is an entry of ``DeadlineTimer/shared`` (a system clock's).
+        var onSharedTimer = false
         var checkpoints = 0
         /// Whether the work had cancelled its own task when it finished or the step ended.
         var workCancelledItself = false
@@ -83,9 +86,9 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
     /// Ends the step, once: later calls do nothing. Resumes the caller; cancels the timer, and
     /// the worker too unless it is the one finishing (then with its result).
     private func end(_ ending: Ending, result: Value? = nil, workCancelledItself: Bool = false) {
-        let (continuation, worker, timer) = state.withLock {
-            state -> (UnsafeContinuation<Void, Never>?, Task<Void, Never>?, Task<Void, Never>?) in
-            guard state.ending == nil else { return (nil, nil, nil) }
+        let (continuation, worker, timer, onSharedTimer) = state.withLock {
+            state -> (UnsafeContinuation<Void, Never>?, Task<Void, Never>?, Task<Void, Never>?, Bool) in
+            guard state.ending == nil else { return (nil, nil, nil, false) }
             state.ending = ending
             state.result = result
             // Before the step cancels it: had a hook already cancelled the work's task?
@@ -99,9 +102,10 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
                 state.worker = nil
                 state.timer = nil
             }
-            return (state.continuation, state.worker, state.timer)
+            return (state.continuation, state.worker, state.timer, state.onSharedTimer)
         }
         timer?.cancel()
+        if onSharedTimer { DeadlineTimer.shared.cancel() }
         if ending != .finished { worker?.cancel() }
         continuation?.resume()
     }
@@ -137,24 +141,46 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
                 self.end(.finished, result: value, workCancelledItself: Task.isCancelled)
             }
         }
-        let timer = deadline.map { deadline in
-            Task {
-                do { try await deadline.sleep() } catch { return }  // cancelled: the step ended
-                self.end(.timedOut)
-            }
+        // The worker may have finished already: then no timer.
+        let onSharedTimer = deadline?.firesOnSystemTimer ?? false
+        let endedMeanwhile = state.withLock { state -> Ending? in
+            guard state.ending == nil else { return state.ending }
+            state.worker = worker
+            state.onSharedTimer = onSharedTimer
+            return nil
         }
-        // The step may have ended while the tasks were being created.
-        let ending = state.withLock { state -> Ending? in
-            if state.ending == nil {
-                state.worker = worker
-                state.timer = timer
-            }
-            return state.ending
+        if let endedMeanwhile {
+            if endedMeanwhile != .finished { worker.cancel() }
+            return
         }
-        guard let ending else { return }
-        timer?.cancel()
-        if ending != .finished { worker.cancel() }
+        guard let deadline else { return }
+        if onSharedTimer {
+            // No task: an entry of the one dispatch timer (``DeadlineTimer``).
+            DeadlineTimer.shared.schedule(self, after: deadline.remaining() ?? .zero)
+            return
+        }
+        // Another clock (a test's, an event stream's idle deadline): a task sleeps on it.
+        let timer = Task {
+            do { try await deadline.sleep() } catch { return }  // cancelled: the step ended
+            self.end(.timedOut)
+        }
+        let endedBeforeTheTimer = state.withLock { state -> Bool in
+            guard state.ending == nil else { return true }
+            state.timer = timer
+            return false
+        }
+        if endedBeforeTheTimer { timer.cancel() }
     }
+
+    package func deadlineTimerFired() {
+        guard let deadline else { return }
+        if deadline.hasPassed() { return end(.timedOut) }
+        // The dispatch timer runs on the system's monotonic time, which can lag the deadline's
+        // clock: look again when it says.
+        DeadlineTimer.shared.schedule(self, after: deadline.remaining() ?? .zero)
+    }
+
+    package var deadlineTimerIsDone: Bool { state.withLock { $0.ending != nil } }
 
     /// Runs `work` as a guarded step.
     /// - Parameters:

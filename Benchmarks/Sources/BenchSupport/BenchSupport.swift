@@ -7,12 +7,20 @@ public struct CannedTransport: HTTPTransport {
     /// Whether it says it honors cancellation (it returns at once, so it does). With `false` the
     /// client guards every call: the cost a transport pays for not saying so.
     public let honorsCancellation: Bool
-    public init(body: Data = Data(#"{"id":7,"title":"Heat","year":1995}"#.utf8), honorsCancellation: Bool = true) {
+    /// Whether it suspends once (`Task.yield()`) before it answers, as a transport on a network
+    /// does: what runs only while an attempt waits (a deadline's timer) runs.
+    let suspends: Bool
+    public init(
+        body: Data = Data(#"{"id":7,"title":"Heat","year":1995}"#.utf8), honorsCancellation: Bool = true,
+        suspends: Bool = false
+    ) {
         self.body = body
         self.honorsCancellation = honorsCancellation
+        self.suspends = suspends
     }
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        HTTPResponse(status: 200, body: body, request: request)
+        if suspends { await Task.yield() }
+        return HTTPResponse(status: 200, body: body, request: request)
     }
 }
 
@@ -182,8 +190,12 @@ public enum Scenario: String, CaseIterable, Sendable {
     case floor, noop0, noop1, noop10, noop50, split, uniquePath = "unique-path", plainJSON = "plain-json", realistic
     /// The realistic chain with the background task's in-flight interruption off.
     case realisticUninterrupted = "realistic-uninterrupted"
-    /// 0 behaviors, a request timeout: every attempt is a guarded step with a timer.
+    /// 0 behaviors, a request timeout: every attempt is a guarded step (the transport answers
+    /// before the step could wait, so no timer is armed).
     case timeout
+    /// 0 behaviors, a transport that suspends once before it answers (`suspended`), and the same
+    /// with a request timeout (`timeout-suspended`): the deadline's timer is armed and removed.
+    case suspended, timeoutSuspended = "timeout-suspended"
     /// 0 behaviors, a transport that does not say it honors cancellation: a guarded step per attempt.
     case guarded
     /// 1 behavior whose `intercept` passes every attempt on to the transport: the cost of the nesting.
@@ -278,6 +290,11 @@ public enum Scenario: String, CaseIterable, Sendable {
             return sending(client(Array(repeating: PassThroughInterceptor(), count: 10)), movies)
         case .everyHook10:
             return sending(client(Array(repeating: EveryHook(), count: 10)), movies)
+        case .suspended, .timeoutSuspended:
+            let client = NetworkClient(
+                baseURL: base, transport: CannedTransport(suspends: true),
+                configuration: .init(timeout: self == .timeoutSuspended ? .seconds(30) : nil))
+            return sending(client, movies)
         case .timeout, .guarded:
             let client = NetworkClient(
                 baseURL: base, transport: CannedTransport(honorsCancellation: self != .guarded),
