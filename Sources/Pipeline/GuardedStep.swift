@@ -205,8 +205,10 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
             step.end(.cancelled)
         }
         context?.setInterruptTarget(nil)
+        // The result is taken out: the step may outlive its run (its entry in the deadline timer
+        // holds it until dropped), and must not hold a response's body meanwhile.
         let (ending, result, checkpoints, cancelledItself) = step.state.withLock {
-            ($0.ending, $0.result, $0.checkpoints, $0.workCancelledItself)
+            ($0.ending, $0.result.take(), $0.checkpoints, $0.workCancelledItself)
         }
         switch ending {
         case .finished:

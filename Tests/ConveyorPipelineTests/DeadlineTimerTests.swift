@@ -100,6 +100,26 @@ import Testing
         #expect(DeadlineTimer.shared.firedCount > before)
     }
 
+    /// A step that ended holds its entry in the timer until the entry is dropped, but not its
+    /// result: a response's body is freed when the caller is done with it, not at the deadline.
+    @Test func aFinishedStepDoesNotHoldItsResultUntilItsDeadline() async {
+        final class Body: Sendable {}
+        weak var body: Body?
+        do {
+            let (outcome, _, _) = await GuardedStep<Body>.run(
+                deadline: Deadline(after: .seconds(600), on: ContinuousClock()), cancelledBy: nil
+            ) { _ in
+                await Task.yield()  // the step waits, so its deadline is scheduled
+                return Body()
+            }
+            guard case .finished(let value) = outcome else { return #expect(Bool(false), "\(outcome)") }
+            body = value
+        }
+        // The worker task lets go of its value when it ends, which may be just after the step.
+        for _ in 0..<10_000 where body != nil { await Task.yield() }
+        #expect(body == nil, "the step's result outlived its run")
+    }
+
     /// Requests with a timeout that answer before it leave no timers behind: 2,000 of them
     /// (a transport that suspends, so every deadline is scheduled) leave the shared heap far below
     /// one entry per request. (Before, each left a sleeping task's timer until its deadline.)
