@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 n=${1:-300}
 shift || true
 scenarios=("$@")
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(raw-ahc raw-ahc-delegate ahc-plain ahc raw-urlsession urlsession-plain urlsession)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(raw-ahc raw-ahc-delegate ahc-plain ahc-timeout ahc raw-urlsession urlsession-plain urlsession)
 
 bin=${BIN:-loopback-instruction-count}
 swift build --package-path Benchmarks -c release --product "$bin" >&2

@@ -8,6 +8,7 @@
 //   raw-ahc-delegate AsyncHTTPClient's delegate API (which the transport uses), with a delegate
 //                    that collects the body, alone
 //   ahc-plain        NetworkClient on AsyncHTTPClientTransport, the headers from one behavior
+//   ahc-timeout      the same with a 30 s timeout: every attempt a guarded step with a deadline
 //   ahc              NetworkClient on AsyncHTTPClientTransport with the realistic chain
 //   raw-urlsession   URLSession.data(for:), alone
 //   urlsession-plain NetworkClient on URLSessionTransport, the headers from one behavior
@@ -25,7 +26,7 @@ import NIOHTTP1
     import FoundationNetworking
 #endif
 
-let scenarios = ["raw-ahc", "raw-ahc-delegate", "ahc-plain", "ahc", "raw-urlsession", "urlsession-plain", "urlsession"]
+let scenarios = ["raw-ahc", "raw-ahc-delegate", "ahc-plain", "ahc-timeout", "ahc", "raw-urlsession", "urlsession-plain", "urlsession"]
 
 /// What /json/movies answers.
 struct Movies: Decodable {
@@ -82,8 +83,11 @@ func run(_ name: String, _ count: Int) async throws {
                 ).futureResult.get()
                 _ = try decoder.decode(Movies.self, from: Data((response.body ?? ByteBuffer()).readableBytesView))
             }
-        case "ahc-plain":
-            let client = NetworkClient(baseURL: base, transport: transport) { plainHeaders }
+        case "ahc-plain", "ahc-timeout":
+            let client = NetworkClient(
+                baseURL: base, transport: transport,
+                configuration: .init(timeout: name == "ahc-timeout" ? .seconds(30) : nil)
+            ) { plainHeaders }
             for _ in 0..<count { _ = try await client.send(Request<Movies>(path: "/json/movies")) }
         default:
             let client = NetworkClient(baseURL: base, transport: transport) { realisticBehaviors() }
