@@ -182,6 +182,18 @@ package enum TimerSleep {
             try await DispatchTimerSleep().sleep(for: left)
         }
     }
+
+    /// Sleeps for `duration` on `clock`, as ``sleep(until:on:)`` does: every sleep of the package
+    /// that cancellation may end early (a backoff, a hedge's delay, a limiter's wait) goes
+    /// through here, so none leaves a timer behind on the system clocks.
+    /// - Throws: `CancellationError` when the task is cancelled.
+    package static func sleep(for duration: Duration, on clock: any Clock<Duration>) async throws {
+        try await sleep(duration, onOpened: clock)
+    }
+
+    private static func sleep<C: Clock<Duration>>(_ duration: Duration, onOpened clock: C) async throws {
+        try await sleep(until: clock.now.advanced(by: duration.clampedForConveyor), on: clock)
+    }
 }
 
 /// One cancellable sleep on a dispatch timer source.

@@ -177,7 +177,7 @@ extension RequestRunner {
             let delay = hedger.hedgeDelay(for: origin).clampedForConveyor
             race.add(
                 Task {
-                    do { try await clock.sleep(for: delay) } catch { return }
+                    do { try await TimerSleep.sleep(for: delay, on: clock) } catch { return }
                     sink.yield(.due)
                 })
         }

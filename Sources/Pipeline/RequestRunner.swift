@@ -710,7 +710,7 @@ package struct RequestRunner: Sendable {
     private func backoff(_ delay: Duration, context: RequestContext) async -> Bool {
         let clock = self.clock
         let (outcome, _, _) = await GuardedStep.run(deadline: nil, cancelledBy: context) { _ in
-            (try? await clock.sleep(for: delay)) != nil
+            (try? await TimerSleep.sleep(for: delay, on: clock)) != nil
         }
         if case .finished(true) = outcome { return true }
         return false

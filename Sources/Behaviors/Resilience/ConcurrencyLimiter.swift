@@ -269,7 +269,7 @@ public final class ConcurrencyLimiter: Sendable {
                 }
             }
             group.addTask {
-                try await Self.sleep(longest, on: self.clock)
+                try await TimerSleep.sleep(for: longest, on: self.clock)
                 return false
             }
             let first = try await group.next() ?? false
@@ -285,10 +285,6 @@ public final class ConcurrencyLimiter: Sendable {
             return account.queue.remove(at: index).continuation
         }
         continuation?.resume(throwing: CancellationError())
-    }
-
-    private static func sleep<C: Clock<Duration>>(_ wait: Duration, on clock: C) async throws {
-        try await TimerSleep.sleep(until: clock.now.advanced(by: wait), on: clock)
     }
 
     /// Ends an attempt ``enter(_:within:)`` let through: moves the limit by how it went and

@@ -249,7 +249,7 @@ public final class RateLimiter: Sendable {
         accounts.withLock { _ in account.permitWaiters += 1 }
         defer { accounts.withLock { _ in account.permitWaiters -= 1 } }
         do {
-            if wait > .zero { try await Self.sleep(for: wait, on: clock) }
+            if wait > .zero { try await TimerSleep.sleep(for: wait, on: clock) }
             while true {
                 let now = elapsed.nanoseconds()
                 let step: PermitStep = accounts.withLock { _ in
@@ -280,14 +280,14 @@ public final class RateLimiter: Sendable {
                     try Task.checkCancellation()
                 case .noRoom(let until):
                     guard waited + (until - now) <= longest else { throw refusal(account, wait: until - now) }
-                    try await Self.sleep(for: .nanoseconds(until - now), on: clock)
+                    try await TimerSleep.sleep(for: .nanoseconds(until - now), on: clock)
                     waited += until - now
                 case .unreachable(let until):
                     throw refusal(account, wait: until - now)
                 case .fallbackRefused(let wait):
                     throw refusal(account, wait: wait)
                 case .fallback(let at):
-                    if at > now { try await Self.sleep(for: .nanoseconds(at - now), on: clock) }
+                    if at > now { try await TimerSleep.sleep(for: .nanoseconds(at - now), on: clock) }
                     waited += at - now
                     if waited > 0 { accounts.withLock { _ in account.paced += 1 } }
                     return .nanoseconds(waited)
@@ -343,7 +343,7 @@ public final class RateLimiter: Sendable {
     /// Sleeps until a turn ``take(_:within:)`` gave; cancelled, the attempt is no longer in flight.
     package func wait(_ wait: Duration, account: Account) async throws {
         do {
-            try await Self.sleep(for: wait, on: clock)
+            try await TimerSleep.sleep(for: wait, on: clock)
         } catch {
             // Cancelled while waiting: its turn stays taken (the quota errs on the side of
             // sending less); it is no longer in flight.
@@ -374,14 +374,6 @@ public final class RateLimiter: Sendable {
     private func evict(_ accounts: inout OriginRecords<Account>) {
         let idle = accounts.all.filter { $0.value.inFlight == 0 }.min { $0.value.lastUsed < $1.value.lastUsed }
         if let origin = idle?.key ?? accounts.all.keys.first { accounts[origin] = nil }
-    }
-
-    private static func sleep(for wait: Duration, on clock: any Clock<Duration>) async throws {
-        try await sleep(wait, on: clock)
-    }
-
-    private static func sleep<C: Clock<Duration>>(_ wait: Duration, on clock: C) async throws {
-        try await TimerSleep.sleep(until: clock.now.advanced(by: wait), on: clock)
     }
 
     /// What ``Account/take(at:longest:quota:)`` decided.
