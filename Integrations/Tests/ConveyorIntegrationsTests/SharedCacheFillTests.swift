@@ -171,7 +171,9 @@ extension FleetLoadTests {
         }
         let started = ContinuousClock.now
         var turn = await right.beginFill(of: url)
-        while turn == .wait, ContinuousClock.now - started < lease * 4 {
+        // Bounded far above the lease, far below the skew: a busy machine can pause this task for
+        // seconds, and the bug this guards against held the others for an hour.
+        while turn == .wait, ContinuousClock.now - started < lease + .seconds(10) {
             await right.waitForFill(of: url)
             turn = await right.beginFill(of: url)
         }
@@ -181,7 +183,7 @@ extension FleetLoadTests {
         }
         // The dead lease held while it lasted (no fetch beside it), and no longer.
         let waited = ContinuousClock.now - started
-        #expect(waited >= lease * 0.8 && waited < lease * 3, "\(waited)")
+        #expect(waited >= lease * 0.8 && waited < lease + .seconds(10), "\(waited)")
         await right.endFill(taken, stored: .nothing)
     }
 
@@ -207,11 +209,11 @@ extension FleetLoadTests {
         }
         // The row is rewritten by hand: its lease now ends far ahead.
         try await database.query("UPDATE \(unescaped: "\"" + table + "_fill\"") SET until = \(unescaped: until)")
-        let started = ContinuousClock.now
         let turn = await storage.beginFill(of: url)
+        // Not waited for: the turn is this instance's at once (whether it also came quickly is
+        // left to the clock of a busy machine; the turn is what the bug changed).
         #expect(turn != .wait, "a lease that ends \(until) is waited for")
         if turn == .wait { await storage.waitForFill(of: url) }
-        #expect(ContinuousClock.now - started < lease / 2)
         if case .fill(let taken) = turn { await storage.endFill(taken, stored: .nothing) }
         // And the trim removes such a row: the table keeps no lease that holds no one.
         try await database.query("UPDATE \(unescaped: "\"" + table + "_fill\"") SET until = \(unescaped: until)")

@@ -325,7 +325,7 @@ extension FleetLoadTests {
                 } catch {
                     #expect(NetworkError.rateLimited ~= error)
                 }
-                #expect(ContinuousClock.now - started < .seconds(2))
+                #expect(ContinuousClock.now - started < .seconds(10))  // the lock is held for 20 s
                 // During the cool-down the ledger is not asked: an instance with a fallback quota
                 // holds itself to its share.
                 let lenient = client(

@@ -175,11 +175,11 @@ extension FleetLoadTests {
                 INSERT INTO \(unescaped: table) (name, sealed, lease_holder, lease_until)
                 VALUES ('upstream', NULL, gen_random_uuid(), \(unescaped: until))
                 """)
-            let started = ContinuousClock.now
             let token = try await first.refreshToken(replacing: nil)
             #expect(token == "token-1-SECRET")
-            #expect(ContinuousClock.now - started < lease / 2, "a lease that ends \(until) is waited for")
-            // The renewal went through the table: the other instance takes the token from it.
+            // The renewal went through the table: the other instance takes the token from it. (A
+            // renewal that waited the far lease out renewed without storing: this fails then,
+            // whatever the machine's speed.)
             #expect(try await second.refreshToken(replacing: nil) == "token-1-SECRET")
             #expect(issuer.issued.withLockedValue { $0 } == 1)
         }
@@ -193,7 +193,8 @@ extension FleetLoadTests {
             await #expect(throws: Failing.Refused.self) { try await failing.refreshToken(replacing: nil) }
             let started = ContinuousClock.now
             #expect(try await other.refreshToken(replacing: nil) == "token-1-SECRET")
-            #expect(ContinuousClock.now - started < .seconds(2), "the lease of the failed renewal was released")
+            // Under the 10 s lease the failed renewal held: a busy machine's pauses stay below it.
+            #expect(ContinuousClock.now - started < .seconds(8), "the lease of the failed renewal was released")
         }
     }
 
