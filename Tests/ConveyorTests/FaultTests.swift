@@ -168,6 +168,20 @@ let assertsMemory = isLinux && ProcessInfo.processInfo.environment["TSAN_OPTIONS
         }
     }
 
+    /// A request that ends before its timeout leaves nothing behind until the timeout: its
+    /// deadline's timer is removed with it. Before, a cancelled `Task.sleep` kept each one until
+    /// the deadline: 10,000 requests with a 300 s timeout held 7.5 MB (0.76 KiB each) after they
+    /// had all ended. In a child process, its memory in use read before and after.
+    @Test func aTimedRequestLeavesNoTimerBehind() async throws {
+        let found = try #require(await TestChild.run(["timed", "10000"]))
+        let before = try #require(found.number("rssBefore"))
+        let after = try #require(found.number("rssAfter"))
+        print("RESOURCES 10,000 requests with a 300 s timeout: \(before) KiB before, \(after) KiB after")
+        if assertsMemory {
+            #expect(after - before < 2048, "\(after - before) KiB stayed after 10,000 requests had ended")
+        }
+    }
+
     /// Recording a 200 MB response in a HAR with a 1 MiB body limit costs about the limit, not a
     /// share of the body (issue 56, item 7: it once added 45.7 MB of peak memory). Each run in a
     /// child process of its own, the recorded one against the same request unrecorded.
