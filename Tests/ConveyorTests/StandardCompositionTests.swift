@@ -148,6 +148,13 @@ import Testing
         let outcomes = ended.withLock { $0 }
         let started = began.withLock { $0 }
         var found = problems.withLock { $0 }
+        // A request that ended on a 503 with a retry in the chain: say what the retry budget saw,
+        // so a failure names its cause (a refused retry, or none asked for).
+        if hasRetry, found.contains(where: { $0.contains("503") }), let budget = client.configuration.retryBudget,
+            let origin = Origin(URL(string: "https://api.example.com/v1")!)
+        {
+            found.append("retry budget for the origin: \(budget.snapshot(for: origin)), server hits: \(hits.withLock { $0 })")
+        }
         if Set(outcomes.keys) != started { found.append("\(outcomes.count) requests ended, \(started.count) began") }
         let uncancelled = plan.filter { $0.cancelAfter == nil }.count
         if started.count < uncancelled {
