@@ -1,8 +1,9 @@
-@testable import ConveyorPipeline
 import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
+
+@testable import ConveyorPipeline
 
 /// ``DeadlineTimer``: one dispatch timer for every step deadline on the system clocks. It calls
 /// each target when its deadline comes, earliest first whatever the order they were scheduled in,
@@ -42,7 +43,10 @@ import Testing
         let early = Target()
         timer.schedule(late, after: .seconds(600))
         timer.schedule(early, after: .milliseconds(5))
-        let fired = await withinTimeLimit(seconds: hangBound) { await early.waitUntilFired(); return true }
+        let fired = await withinTimeLimit(seconds: hangBound) {
+            await early.waitUntilFired()
+            return true
+        }
         #expect(fired != nil, "the earlier deadline never came")
         #expect(!late.fired && timer.firedCount == 1 && timer.entryCount == 1)
     }
@@ -55,7 +59,10 @@ import Testing
         timer.schedule(live, after: .milliseconds(20))
         done.markDone()
         timer.cancel()
-        let fired = await withinTimeLimit(seconds: hangBound) { await live.waitUntilFired(); return true }
+        let fired = await withinTimeLimit(seconds: hangBound) {
+            await live.waitUntilFired()
+            return true
+        }
         #expect(fired != nil)
         #expect(!done.fired && timer.firedCount == 1 && timer.entryCount == 0)
     }
@@ -75,7 +82,10 @@ import Testing
             most = max(most, timer.entryCount)
         }
         #expect(most <= 2 * 1 + 128, "\(most) entries at most")
-        let fired = await withinTimeLimit(seconds: hangBound) { await live.waitUntilFired(); return true }
+        let fired = await withinTimeLimit(seconds: hangBound) {
+            await live.waitUntilFired()
+            return true
+        }
         #expect(fired != nil, "a live deadline was lost in a compaction")
     }
 
@@ -83,7 +93,12 @@ import Testing
     /// it), and ends an attempt whose transport hangs with `.timedOut`.
     @Test func aTimeoutOnTheSystemClockComesThroughTheSharedTimer() async throws {
         let mock = MockTransport()
-        mock.stub(nil, "/hang", reply: .handler { _ in try? await hangUntilCancelled(); return .status(200) })
+        mock.stub(
+            nil, "/hang",
+            reply: .handler { _ in
+                try? await hangUntilCancelled()
+                return .status(200)
+            })
         let client = NetworkClient(
             baseURL: URL(string: "http://127.0.0.1:9/")!, transport: mock,
             configuration: .init(timeout: .milliseconds(50), timeoutClock: ContinuousClock()))
@@ -125,7 +140,12 @@ import Testing
     /// one entry per request. (Before, each left a sleeping task's timer until its deadline.)
     @Test func answeredRequestsLeaveNoTimersBehind() async throws {
         let mock = MockTransport()
-        mock.stub(nil, "/x", reply: .handler { _ in await Task.yield(); return .status(200) })
+        mock.stub(
+            nil, "/x",
+            reply: .handler { _ in
+                await Task.yield()
+                return .status(200)
+            })
         let client = NetworkClient(
             baseURL: URL(string: "http://127.0.0.1:9/")!, transport: mock,
             configuration: .init(timeout: .seconds(600), timeoutClock: ContinuousClock()))
