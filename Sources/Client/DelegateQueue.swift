@@ -26,7 +26,7 @@
 /// Apple's URLSession has flow control of its own and does not need this; there the queue never
 /// waits.
 final class DelegateQueue: OperationQueue, @unchecked Sendable {
-    // @unchecked: `queued` and `cancelling` are only touched with `condition` locked; the rest is immutable.
+    // @unchecked: `queued`, `cancelling` and `heldBack` are only touched with `condition` locked; the rest is immutable.
 
     /// Operations that may wait before `addOperation` holds its caller back (about 1 MiB of
     /// received chunks).

@@ -47,7 +47,8 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
         var result: Value?
         var worker: Task<Void, Never>?
         var timer: Task<Void, Never>?
-        /// Whether the deadline is an entry of ``DeadlineTimer/shared`` (a system clock's).
+        /// Whether the deadline was scheduled on ``DeadlineTimer/shared`` (a system clock's, and the
+        /// step had not ended by then): only then does its end tell the timer.
         var onSharedTimer = false
         var checkpoints = 0
         /// Whether the work had cancelled its own task when it finished or the step ended.
