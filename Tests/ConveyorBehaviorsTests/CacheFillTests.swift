@@ -94,13 +94,38 @@ import Testing
         #expect(mock.requests.isEmpty)
     }
 
-    @Test func aWaiterWhomTheWaitBroughtNothingFetchesItself() async throws {
+    /// A fill that stored nothing (its exchange failed, or its answer may not be kept) hands the
+    /// turn on: its waiter asks again, waits again while another holds it, and fetches when the
+    /// turn is its own, never at once beside every other waiter.
+    @Test func aWaiterWhomTheWaitBroughtNothingAsksForTheTurnAgain() async throws {
+        let storage = Coordinated(turns: [.wait, .wait, .fill])
+        let client = cacheClient(mock, now: now, storage: storage, log: log)
+        mock.enqueue(.text("mine", headers: ["Cache-Control": "public, max-age=60"]))
+        #expect(try await get(client) == "mine")
+        #expect(storage.begun == 3 && storage.waits == 2 && mock.requests.count == 1)
+        #expect(storage.ended == [.sharedAnswer] && storage.outstanding == 0)
+    }
+
+    /// After a private answer the storage says `.fetch` (other identities could not use it): the
+    /// waiter fetches without a turn.
+    @Test func aWaiterTheStorageTellsToFetchFetchesItself() async throws {
         let storage = Coordinated(turns: [.wait, .fetch])
         let client = cacheClient(mock, now: now, storage: storage, log: log)
         mock.enqueue(.text("own", headers: ["Cache-Control": "private, max-age=60"]), .text("again"))
         #expect(try await get(client, token: "a") == "own")
         #expect(try await get(client, token: "b") == "again")
-        #expect(mock.requests.count == 2 && storage.waits == 1 && storage.ended.isEmpty)
+        #expect(mock.requests.count == 2 && storage.waits == 1 && storage.begun == 3 && storage.ended.isEmpty)
+    }
+
+    /// A request waits for at most `fillWaits` fills of others, then fetches without a turn: a
+    /// storage that keeps saying `.wait` cannot hold it forever.
+    @Test func aWaiterWaitsForAtMostSixteenFills() async throws {
+        let storage = Coordinated(turns: Array(repeating: .wait, count: 40))
+        let client = cacheClient(mock, now: now, storage: storage, log: log)
+        mock.enqueue(.text("own"))
+        #expect(try await get(client) == "own")
+        #expect(CacheBehavior.fillWaits == 16)
+        #expect(storage.waits == 16 && storage.begun == 16 && mock.requests.count == 1 && storage.ended.isEmpty)
     }
 }
 

@@ -422,7 +422,8 @@ class Handler(BaseHTTPRequestHandler):
     #   If-None-Match equals etag (or, without etag, its If-Modified-Since equals lm); the JSON body
     #   carries the count, the method and the value of the header named by vary (and, with
     #   pad=N, N bytes of padding: a large body for the shared cache's concurrent writers; with
-    #   delay=MS, it answers MS milliseconds later: a slow upstream for the fleet's one fill).
+    #   delay=MS, it answers MS milliseconds later: a slow upstream for the fleet's one fill;
+    #   with fail=N, its first N requests are answered 503 with Retry-After: 0: a fill that fails).
     # /cache/<name>/count  the count so far, without counting (proves whether the server was asked).
     def cache(self, parts, arg):
         key = "cache/" + parts[1]
@@ -434,6 +435,9 @@ class Handler(BaseHTTPRequestHandler):
         count = bump(key)
         if arg("delay") is not None:
             time.sleep(min(int(arg("delay")), 30000) / 1000)
+        if count <= int(arg("fail", "0")):
+            self.send(503, {"count": count}, headers=[("Retry-After", "0")])
+            return
         names = (("cc", "Cache-Control"), ("etag", "ETag"), ("lm", "Last-Modified"), ("vary", "Vary"))
         headers = [(header, arg(param)) for param, header in names if arg(param) is not None]
         etag, modified = arg("etag"), arg("lm")

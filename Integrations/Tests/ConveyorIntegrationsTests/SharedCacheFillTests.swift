@@ -91,6 +91,35 @@ extension FleetLoadTests {
         #expect(uncoordinated > 1)
     }
 
+    /// A fill whose answer is a `503` stores nothing and hands the turn to one waiter: the others
+    /// wait once more and are answered from what it stores. The upstream is asked twice, not by
+    /// every waiter of the fleet at once (up to 128 times when the waiters fetch themselves).
+    @Test func aFillThatFailsHandsTheTurnToOneWaiter() async throws {
+        try await withFleet(instances: 4) { fleet, server, _ in
+            let name = UUID().uuidString
+            let path = "/cache/\(name)?cc=public%2C%20max-age%3D600&delay=300&fail=1"
+            let outcomes = try await withThrowingTaskGroup(of: String?.self) { group in
+                for client in fleet.clients {
+                    for _ in 0..<32 {
+                        group.addTask {
+                            do {
+                                return String(decoding: try await client.send(Request<Data>(path: path)), as: UTF8.self)
+                            } catch {
+                                return nil
+                            }
+                        }
+                    }
+                }
+                return try await group.reduce(into: [String?]()) { $0.append($1) }
+            }
+            let calls = try await SharedCacheTests.Counter(server: server).count(name)
+            let answers = outcomes.compactMap { $0 }
+            print("a fill answered 503, 4 instances x 32 requests at once: \(calls) upstream call(s), \(outcomes.count - answers.count) failed")
+            #expect(calls == 2, "the 503, then one fill for everyone else")
+            #expect(outcomes.count == 128 && answers.count == 127 && Set(answers).count == 1)
+        }
+    }
+
     @Test func anEntryThatExpiresUnderLoadIsRefreshedOnce() async throws {
         try await withFleet(instances: 4) { fleet, server, _ in
             let name = UUID().uuidString

@@ -136,33 +136,43 @@ public struct CacheBehavior: AttemptIntercepting {
                 context: context, next: next).response
         }
         // Across a fleet, one process fetches what is missing or stale; the others wait for it.
+        // A fill that stored nothing this request may use (the origin answered 503, the
+        // connection failed) hands the turn on: the waiters ask again and one of them fetches,
+        // so the origin is asked one at a time, never by every waiter at once.
         var lease: CacheFillLease?
-        switch await coordinator.beginFill(of: key) {
-        case .fill(let taken):
-            // Another process may have stored the answer and ended its lease between this
-            // request's lookup and its turn: look once more before asking the origin.
-            if let filled = await lookUp(request, key: key, credentials: credentials) {
-                let filledTime = now()
-                if isFresh(filled, at: filledTime, for: requestControl, requester: credentials) {
-                    await coordinator.endFill(taken, stored: .nothing)
-                    context[CacheOutcome.self] = .hit
-                    return Self.hit(filled, at: filledTime, for: request)
+        var waits = 0
+        turns: while true {
+            switch await coordinator.beginFill(of: key) {
+            case .fill(let taken):
+                // Another process may have stored the answer and ended its lease between this
+                // request's lookup and its turn: look once more before asking the origin.
+                if let filled = await lookUp(request, key: key, credentials: credentials) {
+                    let filledTime = now()
+                    if isFresh(filled, at: filledTime, for: requestControl, requester: credentials) {
+                        await coordinator.endFill(taken, stored: .nothing)
+                        context[CacheOutcome.self] = .hit
+                        return Self.hit(filled, at: filledTime, for: request)
+                    }
+                    stored = filled
                 }
-                stored = filled
-            }
-            lease = taken
-        case .wait:
-            await coordinator.waitForFill(of: key)
-            if let filled = await lookUp(request, key: key, credentials: credentials) {
-                let filledTime = now()
-                if isFresh(filled, at: filledTime, for: requestControl, requester: credentials) {
-                    context[CacheOutcome.self] = .hit
-                    return Self.hit(filled, at: filledTime, for: request)
+                lease = taken
+                break turns
+            case .wait:
+                await coordinator.waitForFill(of: key)
+                waits += 1
+                if let filled = await lookUp(request, key: key, credentials: credentials) {
+                    let filledTime = now()
+                    if isFresh(filled, at: filledTime, for: requestControl, requester: credentials) {
+                        context[CacheOutcome.self] = .hit
+                        return Self.hit(filled, at: filledTime, for: request)
+                    }
+                    stored = filled
                 }
-                stored = filled
+                // Cancelled (its deadline passed while it waited), or waited its share: fetch.
+                if Task.isCancelled || waits >= Self.fillWaits { break turns }
+            case .fetch:
+                break turns
             }
-        case .fetch:
-            break
         }
         guard let lease else {
             return try await exchange(request, key: key, stored: stored, credentials: credentials, control: requestControl,
@@ -180,6 +190,11 @@ public struct CacheBehavior: AttemptIntercepting {
         await coordinator.endFill(lease, stored: outcome.stored)
         return outcome.response
     }
+
+    /// How many fills of another process a request waits for before it fetches without a turn:
+    /// each wait ends by the other's lease at the latest, and a fill that stores nothing hands
+    /// the turn to one of its waiters.
+    static let fillWaits = 16
 
     /// The entry a request may be answered with or revalidate: its identity's own, or the URL's.
     private func lookUp(_ request: HTTPRequest, key: String, credentials: String) async -> CachedResponse? {

@@ -115,8 +115,10 @@ public struct CacheCredentialDigest: Sendable, Equatable {
 /// one that expires under load, across a fleet). ``CacheBehavior`` asks for a turn before it
 /// sends a `GET` it would store, by the URL's key: with ``CacheFillTurn/fill(_:)`` it fetches,
 /// stores and calls ``endFill(_:stored:)``; with ``CacheFillTurn/wait`` it calls
-/// ``waitForFill(of:)`` and looks the entry up again (and fetches itself if the wait brought
-/// nothing it may use); with ``CacheFillTurn/fetch`` it fetches at once.
+/// ``waitForFill(of:)``, looks the entry up again, and if the wait brought nothing it may use (the
+/// filler's exchange failed, or its answer may not be kept) asks for the turn again, so that one
+/// of the waiters fetches next and the others wait once more (after 16 waits it fetches without a
+/// turn); with ``CacheFillTurn/fetch`` it fetches at once.
 ///
 /// A lease must end on its own (a process that took one may die): a storage bounds it in time,
 /// and ``waitForFill(of:)`` returns by then at the latest. None of the three ever throws: a
