@@ -185,8 +185,8 @@ package enum TimerSleep {
 
     /// Sleeps for `duration` on `clock`, as ``sleep(until:on:)`` does: the package's sleeps that
     /// cancellation may end early and that can be long (a backoff, a limiter's wait) go through
-    /// here, so none leaves a timer behind on the system clocks. (A hedge's delay, short and on
-    /// every hedged request, sleeps on its clock: a dispatch source each cost 5,000 instructions.)
+    /// here, so none leaves a timer behind on the system clocks. (A hedge's delay, on every hedged
+    /// request, is an entry of ``DeadlineTimer``: a dispatch source each cost 5,000 instructions.)
     /// - Throws: `CancellationError` when the task is cancelled.
     package static func sleep(for duration: Duration, on clock: any Clock<Duration>) async throws {
         try await sleep(duration, onOpened: clock)

@@ -54,23 +54,69 @@ extension RequestRunner {
         case due
     }
 
-    /// The tasks of one race, and the way `RequestContext.cancel()` ends it.
-    private final class Race: ContextInterruptible {
+    /// The tasks of one race, its hedge timer, and the way `RequestContext.cancel()` ends it.
+    private final class Race: ContextInterruptible, DeadlineTimerTarget {
         private let events: AsyncStream<RaceEvent>.Continuation
         private let context: RequestContext
-        private let tasks = Locked<[Task<Void, Never>]>([])
+        /// The attempts' tasks (and a hedge timer's, on a clock of a test); the hedge delay on a
+        /// system clock, while one is pending on ``DeadlineTimer/shared``; whether the race ended.
+        private let state = Locked<(tasks: [Task<Void, Never>], delay: Deadline?, ended: Bool)>(([], nil, false))
 
         init(events: AsyncStream<RaceEvent>.Continuation, context: RequestContext) {
             self.events = events
             self.context = context
         }
 
-        func add(_ task: Task<Void, Never>) { tasks.withLock { $0.append(task) } }
+        func add(_ task: Task<Void, Never>) { state.withLock { $0.tasks.append(task) } }
+
+        /// Says `.due` once `delay` has passed: on the shared deadline timer when the delay is on a
+        /// system clock (no task, and nothing left behind when the race ends first), else in a task
+        /// that sleeps on the delay's clock.
+        func armHedge(after delay: Duration, on clock: any Clock<Duration>) {
+            let due = Deadline(after: delay, on: clock)
+            guard due.firesOnSystemTimer else {
+                add(
+                    Task { [events] in
+                        do { try await due.sleep() } catch { return }
+                        events.yield(.due)
+                    })
+                return
+            }
+            let armed = state.withLock { state -> Bool in
+                guard !state.ended else { return false }
+                state.delay = due
+                return true
+            }
+            if armed { DeadlineTimer.shared.schedule(self, after: due.remaining() ?? .zero) }
+        }
+
+        func deadlineTimerFired() {
+            // The timer runs on the system's monotonic time; the delay's own clock decides.
+            let due = state.withLock { state -> Deadline? in
+                guard !state.ended, let delay = state.delay else { return nil }
+                if delay.hasPassed() { state.delay = nil }
+                return delay
+            }
+            guard let due else { return }
+            if due.hasPassed() {
+                events.yield(.due)
+            } else {
+                DeadlineTimer.shared.schedule(self, after: due.remaining() ?? .zero)
+            }
+        }
+
+        var deadlineTimerIsDone: Bool { state.withLock { $0.ended } }
 
         /// Cancels every attempt and timer still running; the race reads no further event.
         func end() {
             events.finish()
-            for task in tasks.withLock({ $0 }) { task.cancel() }
+            let (tasks, pending) = state.withLock { state in
+                state.ended = true
+                defer { state.delay = nil }
+                return (state.tasks, state.delay != nil)
+            }
+            if pending { DeadlineTimer.shared.cancel() }
+            for task in tasks { task.cancel() }
         }
 
         /// `cancel()` on an interruptible request ends the race at once; on any other request the
@@ -174,15 +220,7 @@ extension RequestRunner {
         /// Starts the hedge timer if one more attempt may follow.
         func armTimer() {
             guard launched < hedger.hedgingLimit, start + launched <= attemptLimit else { return }
-            let delay = hedger.hedgeDelay(for: origin).clampedForConveyor
-            race.add(
-                Task {
-                    // `clock.sleep`, not `TimerSleep`: a dispatch source per hedged request cost 5,000
-                    // instructions and 5 mallocs (the `hedged` budget row), and a hedge's delay is short,
-                    // so its cancelled sleep is not kept long.
-                    do { try await clock.sleep(for: delay) } catch { return }
-                    sink.yield(.due)
-                })
+            race.armHedge(after: hedger.hedgeDelay(for: origin).clampedForConveyor, on: clock)
         }
         /// Ends the race with `exchange`: the request goes on with the view of the attempt that
         /// gave it, numbered as that attempt when it won, as the last one sent when it failed

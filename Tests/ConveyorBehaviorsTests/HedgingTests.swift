@@ -470,6 +470,60 @@ import Testing
         }
     }
 
+    // MARK: On the system clock
+
+    /// A transport whose first attempt hangs until it is cancelled and whose later ones answer at
+    /// once, each with its number.
+    static func firstHangs() -> MockTransport {
+        let mock = MockTransport()
+        let sent = Locked(0)
+        mock.stub(
+            nil, "/v1/x",
+            reply: .handler { _ in
+                let number = sent.withLock { $0 += 1; return $0 }
+                if number == 1 {
+                    let (never, keep) = AsyncStream<Void>.makeStream()
+                    for await _ in never {}  // ends when the attempt is cancelled
+                    keep.finish()
+                }
+                return .text("attempt \(number)")
+            })
+        return mock
+    }
+
+    /// On the system clock, the hedge delay is an entry of the shared deadline timer (no task
+    /// sleeps on it): the hedge goes when it comes and wins over the attempt that hangs.
+    @Test func aHedgeDelayOnTheSystemClockComesThroughTheSharedTimer() async {
+        let client = NetworkClient(baseURL: apiURL, transport: Self.firstHangs()) {
+            HedgingBehavior(delay: .fixed(.milliseconds(10)))
+        }
+        let before = DeadlineTimer.shared.firedCount
+        let text = await withinTimeLimit(seconds: hangBound) { () -> String in
+            do throws(NetworkError) {
+                return try await client.send(Request<String>(path: "/x"))
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(text == "attempt 2")
+        #expect(DeadlineTimer.shared.firedCount > before)
+    }
+
+    /// Races that end before their hedge delay leave no timers behind: 2,000 requests answered
+    /// at once under a 600 s delay leave the shared heap far below one entry per request. (With a
+    /// task sleeping on each delay, a cancelled sleep stays in the runtime's timer queue on Linux
+    /// until its deadline.)
+    @Test func racesThatEndBeforeTheirDelayLeaveNoTimersBehind() async throws {
+        let mock = MockTransport()
+        mock.stub(nil, "/v1/x", reply: .text("at once"))
+        let client = NetworkClient(baseURL: apiURL, transport: mock) {
+            HedgingBehavior(delay: .fixed(.seconds(600)))
+        }
+        for _ in 0..<2_000 { _ = try await client.send(Request<String>(path: "/x")) }
+        // Other suites' steps share the heap; without the bound it would hold 2,000 or more.
+        #expect(DeadlineTimer.shared.entryCount < 600)
+    }
+
     // MARK: The percentile delay
 
     @Test func thePercentileDelayFollowsTheOriginsLatencies() {
