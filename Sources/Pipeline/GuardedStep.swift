@@ -29,6 +29,12 @@ package protocol ContextInterruptible: AnyObject, Sendable {
 /// (one dispatch timer for all of them), on another clock (a test's) a task that sleeps on it.
 /// The engine calls a step's work directly when nothing needs guarding (no timeout, a transport
 /// that honors cancellation, a context nobody interrupts).
+///
+/// Work that must not be abandoned halfway (the request's `beforeSend` hooks, which begin what
+/// its outcome hooks end) runs in a **shield** (``beginShield()``, ``endShield()``): an end that
+/// comes meanwhile (the deadline, `context.cancel()`, the caller's cancellation) waits for the
+/// shield to come down, as it would if that work ran in the caller's task between two steps. The
+/// caller's cancellation still reaches the shielded work's task at once.
 package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptible, DeadlineTimerTarget {
     /// What a step produced.
     package enum Outcome: Sendable {
@@ -54,8 +60,15 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
         /// Whether the work had cancelled its own task when it finished or the step ended.
         var workCancelledItself = false
         /// The work's task was cancelled while the step had not ended: only the work itself can
-        /// have done that (the step cancels its worker after it ends, and nothing else holds it).
+        /// have done that (the step cancels its worker after it ends, or in a shield for the
+        /// caller, and nothing else holds it).
         var cancelledBeforeEnding = false
+        /// Whether the work is in a region the step must not abandon (``beginShield()``).
+        var shielded = false
+        /// How the step ends once the shield is down: it came to an early end meanwhile.
+        var pending: Ending?
+        /// The caller was cancelled while the work was shielded: the step cancelled its worker.
+        var cancelledInShield = false
     }
 
     private let state = Locked(State())
@@ -84,12 +97,45 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
 
     package func interrupt() { end(.cancelled) }
 
+    /// Marks a point of no return, as ``checkpoint()`` does, and raises the shield: until
+    /// ``endShield()``, the step does not end early (an early end waits for the shield to come
+    /// down). Counts as a checkpoint.
+    /// - Returns: `false` when the step was abandoned: the work must stop here.
+    package func beginShield() -> Bool {
+        state.withLock { state in
+            guard state.ending == nil else { return false }
+            state.checkpoints += 1
+            state.shielded = true
+            return true
+        }
+    }
+
+    /// Lowers the shield; an early end that came while it was up ends the step now.
+    package func endShield() {
+        let pending = state.withLock { state -> Ending? in
+            state.shielded = false
+            defer { state.pending = nil }
+            return state.pending
+        }
+        if let pending { end(pending) }
+    }
+
     /// Ends the step, once: later calls do nothing. Resumes the caller; cancels the timer, and
-    /// the worker too unless it is the one finishing (then with its result).
-    private func end(_ ending: Ending, result: Value? = nil, workCancelledItself: Bool = false) {
+    /// the worker too unless it is the one finishing (then with its result). While the work is
+    /// shielded an early end is kept for ``endShield()`` (the caller's cancellation, `byCaller`,
+    /// reaches the worker's task now, as it would reach work in the caller's task).
+    private func end(
+        _ ending: Ending, result: Value? = nil, workCancelledItself: Bool = false, byCaller: Bool = false
+    ) {
         let (continuation, worker, timer, onSharedTimer) = state.withLock {
             state -> (UnsafeContinuation<Void, Never>?, Task<Void, Never>?, Task<Void, Never>?, Bool) in
             guard state.ending == nil else { return (nil, nil, nil, false) }
+            if state.shielded, ending != .finished {
+                if state.pending == nil { state.pending = ending }
+                guard byCaller, !state.cancelledInShield else { return (nil, nil, nil, false) }
+                state.cancelledInShield = true
+                return (nil, state.worker, nil, false)  // the worker is cancelled; nothing else yet
+            }
             state.ending = ending
             state.result = result
             // Before the step cancels it: had a hook already cancelled the work's task?
@@ -97,7 +143,7 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
             // handler's flag covers that window: a flake under load before it existed.)
             state.workCancelledItself =
                 workCancelledItself || state.cancelledBeforeEnding
-                || (ending != .finished && state.worker?.isCancelled == true)
+                || (ending != .finished && !state.cancelledInShield && state.worker?.isCancelled == true)
             defer {
                 state.continuation = nil
                 state.worker = nil
@@ -129,7 +175,7 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
                 await work(self)
             } onCancel: {
                 self.state.withLock { state in
-                    if state.ending == nil { state.cancelledBeforeEnding = true }
+                    if state.ending == nil && !state.cancelledInShield { state.cancelledBeforeEnding = true }
                 }
             }
             if self.isPastDeadline {
@@ -144,16 +190,18 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
         }
         // The worker may have finished already: then no timer.
         let onSharedTimer = deadline?.firesOnSystemTimer ?? false
-        let endedMeanwhile = state.withLock { state -> Ending? in
-            guard state.ending == nil else { return state.ending }
+        let (endedMeanwhile, cancelledInShield) = state.withLock { state -> (Ending?, Bool) in
+            guard state.ending == nil else { return (state.ending, false) }
             state.worker = worker
             state.onSharedTimer = onSharedTimer
-            return nil
+            return (nil, state.cancelledInShield)
         }
         if let endedMeanwhile {
             if endedMeanwhile != .finished { worker.cancel() }
             return
         }
+        // The caller was cancelled while the work was shielded, before the worker was stored.
+        if cancelledInShield { worker.cancel() }
         guard let deadline else { return }
         if onSharedTimer {
             // No task: an entry of the one dispatch timer (``DeadlineTimer``).
@@ -203,7 +251,7 @@ package final class GuardedStep<Value: Sendable>: StepSignal, ContextInterruptib
                 step.start(continuation, deadline: deadline, work: work)
             }
         } onCancel: {
-            step.end(.cancelled)
+            step.end(.cancelled, byCaller: true)
         }
         context?.setInterruptTarget(nil)
         // The result is taken out: the step may outlive its run (its entry in the deadline timer

@@ -158,8 +158,9 @@ extension RequestRunner {
         let (cancelled, interruptible) = context.cancellationState
         if cancelled || Task.isCancelled { return .failed(.cancelled, nil) }
         if timeout == .zero { return .failed(.timedOut, nil) }
-        // The request's first attempt is prepared here and `beforeSend` runs in the caller's task,
-        // as for a lone attempt; the attempt's send then runs beside the others.
+        // The request's first attempt is prepared here and `beforeSend` runs in the caller's task
+        // (it must end before any attempt of the race starts); the attempt's send then runs beside
+        // the others.
         var first: (request: HTTPRequest, deadline: Deadline?)?
         if !began {
             let deadline = timeout.map { Deadline(after: $0, on: timeoutClock) }

@@ -204,11 +204,11 @@ struct TraceEvent: Hashable, Sendable, CustomStringConvertible {
 
 /// The contract, written as plainly as possible: the expected trace and outcome of a scenario.
 ///
-/// With a timeout, an attempt runs in guarded steps: the whole attempt in one, except the first
-/// attempt of a chain with `beforeSend` hooks, which is prepared in one step and sent in another
-/// (`beforeSend` runs between them, in the caller's task). A hook that cancels its own task
-/// cancels its step's task. A hang fires the deadline: the step ends with `.timedOut` and calls
-/// no further hook. The retry decision gets a deadline of its own.
+/// With a timeout, an attempt runs in one guarded step: the first attempt of a chain with
+/// `beforeSend` hooks runs them in that step too, between preparing and sending, shielded (the
+/// step does not end while they run). A hook that cancels its own task cancels its step's task.
+/// A hang fires the deadline: the step ends with `.timedOut` and calls no further hook. The retry
+/// decision gets a deadline of its own.
 func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String, calls: Int) {
     let chain = scenario.chain
     var trace: [TraceEvent] = []
@@ -286,7 +286,6 @@ func expectedRun(_ scenario: Scenario) -> (trace: [TraceEvent], outcome: String,
             if !began {
                 began = true
                 if !members(.beforeSend).isEmpty {
-                    stepCancelled = false  // beforeSend runs in the caller's task; sending is a new step
                     for b in members(.beforeSend) { _ = hook(b, .beforeSend) }
                 }
             }

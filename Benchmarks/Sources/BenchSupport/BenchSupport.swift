@@ -190,6 +190,10 @@ public enum Scenario: String, CaseIterable, Sendable {
     case floor, noop0, noop1, noop10, noop50, split, uniquePath = "unique-path", plainJSON = "plain-json", realistic
     /// The realistic chain with the background task's in-flight interruption off.
     case realisticUninterrupted = "realistic-uninterrupted"
+    /// The same with a 30 s timeout, against a transport that suspends once (as one on a network
+    /// does, so the deadline is scheduled): an app's usual chain, whose first attempt runs its
+    /// `beforeSend` hooks (the activity counter, the background task) in its guarded step.
+    case realisticTimeout = "realistic-timeout"
     /// 0 behaviors, a request timeout: every attempt is a guarded step (the transport answers
     /// before the step could wait, so no timer is armed).
     case timeout
@@ -246,7 +250,8 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// cost of taking and giving back a place and moving the limit.
     case concurrency
     /// One `HedgingBehavior` (a fixed 60 s delay) and every attempt answered at once: the race a
-    /// hedged request runs when no hedge is sent (a task for the attempt, one for the timer).
+    /// hedged request runs when no hedge is sent (a task for the attempt, the delay an entry of the
+    /// shared deadline timer).
     case hedged
 
     /// Sends `count` requests.
@@ -364,6 +369,12 @@ public enum Scenario: String, CaseIterable, Sendable {
             return sending(client(realisticBehaviors()), movie)
         case .realisticUninterrupted:
             return sending(client(realisticBehaviors(interrupting: false)), movie)
+        case .realisticTimeout:
+            let behaviors = realisticBehaviors(interrupting: false)
+            let client = NetworkClient(
+                baseURL: base, transport: CannedTransport(suspends: true), configuration: .init(timeout: .seconds(30))
+            ) { behaviors }
+            return sending(client, movie)
         case .logOff, .logDropped, .logInfo, .logAll:
             let sink: any LogSink =
                 switch self {
