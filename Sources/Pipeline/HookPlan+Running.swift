@@ -4,6 +4,9 @@
 ///
 /// When they run inside a ``GuardedStep`` that was abandoned (its deadline passed, the request
 /// was cancelled), they call no further hook: an abandoned step never reaches a behavior again.
+///
+/// Members are reached by index, not by `for member in list`: the loop's iterator cost about 16
+/// instructions a hook call (`hooks10`, 16,397 → 16,069).
 extension HookPlan {
     /// Merges members' headers first to last; a later member wins on the same name.
     @inline(__always)
@@ -11,13 +14,13 @@ extension HookPlan {
         for request: HTTPRequest, context: RequestContext, step: (any StepSignal)? = nil
     ) async throws(NetworkError) -> HTTPHeaders {
         var merged = HTTPHeaders()
-        for behavior in additionalHeaders {
+        for index in additionalHeaders.indices {
             if let step, step.isAbandoned { throw .cancelled }
             let headers: HTTPHeaders
             do {
-                headers = try await behavior._additionalHeaders(for: request, context: context)
+                headers = try await additionalHeaders[index]._additionalHeaders(for: request, context: context)
             } catch {
-                throw NetworkError(hookError: error, behavior: behavior, hook: .additionalHeaders)
+                throw NetworkError(hookError: error, behavior: additionalHeaders[index], hook: .additionalHeaders)
             }
             if headers.isEmpty { continue }
             if merged.isEmpty { merged = headers } else { merged.merge(headers) }
@@ -30,12 +33,12 @@ extension HookPlan {
     package func runModify(_ request: inout HTTPRequest, context: RequestContext, step: (any StepSignal)? = nil)
         async throws(NetworkError)
     {
-        for behavior in modify {
+        for index in modify.indices {
             if let step, step.isAbandoned { throw .cancelled }
             do {
-                try await behavior._modify(&request, context: context)
+                try await modify[index]._modify(&request, context: context)
             } catch {
-                throw NetworkError(hookError: error, behavior: behavior, hook: .modify)
+                throw NetworkError(hookError: error, behavior: modify[index], hook: .modify)
             }
         }
     }
@@ -43,7 +46,7 @@ extension HookPlan {
     /// Runs members' `beforeSend` first to last.
     @inline(__always)
     package func runBeforeSend(_ request: HTTPRequest, context: RequestContext) async {
-        for behavior in beforeSend { await behavior._beforeSend(request, context: context) }
+        for index in beforeSend.indices { await beforeSend[index]._beforeSend(request, context: context) }
     }
 
     /// Runs the attempt through members' `intercept`, the first outermost, with the gates and
@@ -78,12 +81,12 @@ extension HookPlan {
     package func runValidate(_ response: HTTPResponse, context: RequestContext, step: (any StepSignal)? = nil)
         async throws(NetworkError)
     {
-        for behavior in validate {
+        for index in validate.indices {
             if let step, step.isAbandoned { throw .cancelled }
             do {
-                try await behavior._validate(response, context: context)
+                try await validate[index]._validate(response, context: context)
             } catch {
-                throw NetworkError(hookError: error, behavior: behavior, hook: .validate)
+                throw NetworkError(hookError: error, behavior: validate[index], hook: .validate)
             }
         }
     }
@@ -104,12 +107,12 @@ extension HookPlan {
     /// Runs members' `afterSuccess` last to first.
     @inline(__always)
     package func runAfterSuccess(_ response: HTTPResponse, context: RequestContext) async {
-        for behavior in afterSuccess { await behavior._afterSuccess(response, context: context) }
+        for index in afterSuccess.indices { await afterSuccess[index]._afterSuccess(response, context: context) }
     }
 
     /// Runs members' `afterFailure` last to first.
     @inline(__always)
     package func runAfterFailure(_ error: NetworkError, context: RequestContext) async {
-        for behavior in afterFailure { await behavior._afterFailure(error, context: context) }
+        for index in afterFailure.indices { await afterFailure[index]._afterFailure(error, context: context) }
     }
 }
