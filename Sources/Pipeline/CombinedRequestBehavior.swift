@@ -40,7 +40,7 @@ public struct CombinedRequestBehavior: HeaderAdding, RequestModifying, SendObser
         self.withoutMembers = nil
     }
 
-    private static func flatten(_ behaviors: [any RequestBehavior]) -> [any RequestBehavior] {
+    static func flatten(_ behaviors: [any RequestBehavior]) -> [any RequestBehavior] {
         // A metatype comparison, not `is`: a dynamic cast per member costs far more, and
         // `CombinedRequestBehavior` is a struct, so no subclass can hide behind it.
         guard behaviors.contains(where: { type(of: $0) == CombinedRequestBehavior.self }) else { return behaviors }
@@ -76,7 +76,7 @@ public struct CombinedRequestBehavior: HeaderAdding, RequestModifying, SendObser
     package func appending(_ other: [any RequestBehavior]) -> CombinedRequestBehavior {
         if other.isEmpty { return self }
         let extra = Self.flatten(other)
-        return CombinedRequestBehavior(behaviors: behaviors + extra, plan: HookPlan(extending: plan, with: extra))
+        return CombinedRequestBehavior(behaviors: behaviors + extra, plan: HookPlan.extending(plan, with: extra))
     }
 
     /// This chain without the members that any of the exclusions match.
@@ -124,7 +124,7 @@ public struct CombinedRequestBehavior: HeaderAdding, RequestModifying, SendObser
                 plan = make()
             }
         }
-        if !extra.isEmpty { plan = HookPlan(extending: plan, with: Self.flatten(extra)) }
+        if !extra.isEmpty { plan = HookPlan.extending(plan, with: extra) }  // flattens what it must
         return plan
     }
 

@@ -164,20 +164,43 @@ package final class HookPlan: Sendable {
         return nil
     }
 
-    /// A client's plan extended by a request's own behaviors (which run inside the client's).
-    /// Lists the extra behaviors don't take part in are shared with `base`, not copied.
-    init(extending base: HookPlan, with extra: [any RequestBehavior]) {
+    /// A client's plan extended by a request's own behaviors (which run inside the client's),
+    /// chains among them flattened.
+    static func extending(_ base: HookPlan, with extra: [any RequestBehavior]) -> HookPlan {
         // One call per extra behavior (its type's hook bits), not one per hook; up to 8 of them
         // kept inline (an array of them was a malloc per request).
         var bits = ExtraBits(count: extra.count)
-        var all: UInt16 = 0
+        var mayNest = false
         for index in extra.indices {
             let declared = HookBits.of(extra[index])
             bits[index] = declared
-            all |= declared
+            // Only a member that declares what a chain declares can be one: the metatype is
+            // compared for it alone (about 100 instructions a member otherwise).
+            if declared == CombinedRequestBehavior._declaredHooks { mayNest = true }
+        }
+        if mayNest, extra.contains(where: { type(of: $0) == CombinedRequestBehavior.self }) {
+            let flat = CombinedRequestBehavior.flatten(extra)
+            var flatBits = ExtraBits(count: flat.count)
+            for index in flat.indices { flatBits[index] = HookBits.of(flat[index]) }
+            return HookPlan(extending: base, with: flat, bits: flatBits)
+        }
+        return HookPlan(extending: base, with: extra, bits: bits)
+    }
+
+    /// `base` extended by `extra` (no chain among them), whose hook bits are `bits`. Lists the
+    /// extra behaviors don't take part in are shared with `base`, not copied; a list only they
+    /// fill, all of them in their order, is `extra` itself (a request's one behavior with two
+    /// hooks allocates no list).
+    private init(extending base: HookPlan, with extra: [any RequestBehavior], bits: ExtraBits) {
+        var all: UInt16 = 0
+        var common: UInt16 = extra.isEmpty ? 0 : .max
+        for index in extra.indices {
+            all |= bits[index]
+            common &= bits[index]
         }
         func forward(_ list: [any RequestBehavior], _ bit: UInt16) -> [any RequestBehavior] {
             guard all & bit != 0 else { return list }  // shared with `base`
+            if list.isEmpty && common & bit != 0 { return extra }  // shared with the request
             var result: [any RequestBehavior] = []
             result.reserveCapacity(list.count + extra.count)  // one allocation, no growth
             result.append(contentsOf: list)
@@ -186,6 +209,7 @@ package final class HookPlan: Sendable {
         }
         func backward(_ list: [any RequestBehavior], _ bit: UInt16) -> [any RequestBehavior] {
             guard all & bit != 0 else { return list }
+            if list.isEmpty && extra.count == 1 && common & bit != 0 { return extra }
             var result: [any RequestBehavior] = []
             result.reserveCapacity(list.count + extra.count)
             for index in extra.indices.reversed() where bits[index] & bit != 0 { result.append(extra[index]) }
