@@ -95,6 +95,40 @@ import Testing
         #expect(mock.requests.isEmpty)
     }
 
+    @TaskLocal static var trace: String?
+
+    /// The caller's task-local values reach every hook of a guarded attempt, `beforeSend`
+    /// included, though they run in the step's task (a tracer's `ServiceContext.current` is one).
+    @Test func hooksInAGuardedStepSeeTheCallersTaskLocalValues() async throws {
+        final class Reads: HeaderAdding, SendObserving, AttemptIntercepting, SuccessObserving, Sendable {
+            let seen = Locked<[String]>([])
+            func note(_ hook: String) { seen.withLock { $0.append("\(hook) \(ShieldedBeforeSendTests.trace ?? "none")") } }
+            func additionalHeaders(for request: HTTPRequest, context: RequestContext) async throws -> HTTPHeaders {
+                note("additionalHeaders")
+                return [:]
+            }
+            func beforeSend(_ request: HTTPRequest, context: RequestContext) async { note("beforeSend") }
+            func intercept(_ request: HTTPRequest, context: RequestContext, next: @escaping InterceptNext) async throws
+                -> HTTPResponse
+            {
+                note("intercept")
+                return try await next(request)
+            }
+            func afterSuccess(_ response: HTTPResponse, context: RequestContext) async { note("afterSuccess") }
+        }
+        let reads = Reads()
+        let mock = MockTransport()
+        mock.stub(nil, "/api/x", reply: .status(200))
+        let client = NetworkClient(
+            baseURL: testBaseURL, transport: mock, configuration: .init(timeout: .seconds(60), timeoutClock: ManualClock())
+        ) { reads }
+        try await Self.$trace.withValue("t-1") { try await client.send(Request<Void>(path: "/x")) }
+        #expect(
+            reads.seen.withLock { $0 } == [
+                "additionalHeaders t-1", "beforeSend t-1", "intercept t-1", "afterSuccess t-1",
+            ])
+    }
+
     /// A `beforeSend` hook that makes the request interruptible (as `BackgroundTaskBehavior`
     /// does): `context.cancel()` then ends the attempt in flight, here a transport stuck ignoring
     /// cancellation, at once.
