@@ -48,7 +48,18 @@ package struct Deadline: Sendable {
     }
 
     private static func end<C: Clock<Duration>>(after duration: Duration, on clock: C) -> any DeadlineEnd {
-        ClockInstant(clock: clock, instant: clock.now.advanced(by: duration))
+        // The system's clocks (stateless values) by their metatype: their instant's type is then
+        // known when compiled. For a clock known only at run time, the instant's generic type has
+        // its metadata looked up on each deadline (about 330 instructions).
+        if C.self == ContinuousClock.self {
+            let system = ContinuousClock()
+            return ClockInstant(clock: system, instant: system.now.advanced(by: duration))
+        }
+        if C.self == SuspendingClock.self {
+            let system = SuspendingClock()
+            return ClockInstant(clock: system, instant: system.now.advanced(by: duration))
+        }
+        return ClockInstant(clock: clock, instant: clock.now.advanced(by: duration))
     }
 
     /// A deadline that moves: it passes when `idle` has gone by with no ``IdleActivity/touch()``
