@@ -116,6 +116,31 @@ import Testing
         func afterFailure(_ error: NetworkError, context: RequestContext) async { calls.withLock { $0 += 1 } }
     }
 
+    /// A chain a request carries is flattened into its members (found by its hook bits, then its
+    /// type); a list only the request's behaviors fill is theirs, in contract order, with a
+    /// client that has none of its own.
+    @Test func aRequestsOwnChainIsFlattenedAndItsListsKeepContractOrder() async throws {
+        let recorder = HookRecorder()
+        let mock = MockTransport()
+        mock.stub(nil, "/api/x", reply: .status(200))
+        let client = makeClient(mock)
+        #expect(HookBits.of(CombinedRequestBehavior([])) == CombinedRequestBehavior._declaredHooks)
+        let chain = CombinedRequestBehavior {
+            RecordingBehavior("C1", recorder: recorder)
+            RecordingBehavior("C2", recorder: recorder)
+        }
+        let plan = client.behaviors.plan(excluding: [], adding: [RecordingBehavior("R", recorder: recorder), chain])
+        #expect(plan.modify.map(\.name) == ["R", "C1", "C2"])
+        #expect(plan.afterSuccess.map(\.name) == ["C2", "C1", "R"])
+        let single = client.behaviors.plan(excluding: [], adding: [RecordingBehavior("S", recorder: recorder)])
+        #expect(single.modify.map(\.name) == ["S"] && single.afterSuccess.map(\.name) == ["S"])
+        try await client.send(Request<Void>(path: "/x", behaviors: [chain]))
+        #expect(recorder.trace == [
+            "C1.additionalHeaders", "C2.additionalHeaders", "C1.modify", "C2.modify", "C1.beforeSend", "C2.beforeSend",
+            "C2.validate", "C1.validate", "C2.afterSuccess", "C1.afterSuccess",
+        ])
+    }
+
     @Test func aRequestsOwnBehaviorsExtendTheClientsPlanInContractOrder() async throws {
         let recorder = HookRecorder()
         let failures = Locked(0)
