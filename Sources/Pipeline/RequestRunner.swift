@@ -505,26 +505,25 @@ package struct RequestRunner: Sendable {
         if let step, !step.checkpoint() { return .failed(.cancelled, nil) }
         let received: HTTPResponse
         do throws(NetworkError) {
-            if plan.sendsDirectly {
-                received = try await sendDirectly(prepared, transfer: context.transfer)
-                // A response that arrived after the deadline is a timeout (the timer may not have
-                // run yet on a busy machine).
-                if let step, step.isPastDeadline { throw .timedOut }
-            } else if plan.intercept.isEmpty {
-                // Through the gates to the transport, here rather than in a function of its own:
-                // out of line, its frame and executor hop cost a gated request 600 instructions.
-                // (One call of the transport for both paths cost `noop0` 420 more: not that.)
-                let passes = try await plan.admitThroughGates(prepared, context: context, step: step)
+            if plan.intercept.isEmpty {
+                // Straight to the transport, through the gates if the chain has any: one call
+                // site of the transport, inlined here (out of line, its frame and executor hop
+                // cost a gated request 600 instructions). Admission is synchronous unless a gate
+                // holds the exchange back.
+                let gated = !plan.gates.isEmpty
+                var passes = GatePasses()
+                if gated { passes = try await plan.admitThroughGates(prepared, context: context, step: step) }
                 let answer: HTTPResponse
                 do throws(NetworkError) {
                     answer = try await transportSend(prepared, transfer: context.transfer)
-                    // After the deadline, the answer is a timeout before any gate counts it.
+                    // A response that arrived after the deadline is a timeout (the timer may not
+                    // have run yet on a busy machine), before any gate counts it.
                     if let step, step.isPastDeadline { throw .timedOut }
                 } catch {
-                    plan.releaseGates(passes, failed: error, context: context)
+                    if gated { plan.releaseGates(passes, failed: error, context: context) }
                     throw error
                 }
-                plan.releaseGates(passes, answered: answer, context: context)
+                if gated { plan.releaseGates(passes, answered: answer, context: context) }
                 // Consumed: a copy of it for `judged` cost 425 instructions.
                 received = try judged(consume answer)
             } else {
