@@ -94,3 +94,25 @@ final class LockStorage<Value>: ManagedBuffer<Value, LockWord> {
         }
     }
 }
+
+/// Mutable fields of a class whose owner's lock already makes every access exclusive, kept in
+/// storage of their own: reaching them through `pointer` costs no runtime exclusivity check. (A
+/// class's stored `var` costs one on every access that spans a call, a thread-local lookup and an
+/// access-set insertion: about 90 instructions each on a gate's path, measured.) The class exposes
+/// each field as a computed property with `get` and `_modify` over `pointer`.
+package final class LockedFields<Value>: @unchecked Sendable {
+    // @unchecked: the owner reaches `pointer` only under its own lock.
+    /// The fields.
+    package let pointer: UnsafeMutablePointer<Value>
+
+    /// Storage holding `value`.
+    package init(_ value: Value) {
+        pointer = .allocate(capacity: 1)
+        pointer.initialize(to: value)
+    }
+
+    deinit {
+        pointer.deinitialize(count: 1)
+        pointer.deallocate()
+    }
+}

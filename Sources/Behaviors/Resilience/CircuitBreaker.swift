@@ -223,11 +223,31 @@ public final class CircuitBreaker: Sendable {
         /// `origin.description`, made once: a refusal names it, and formatting it per refused
         /// request cost the failing-fast path 700 instructions.
         let originText: String
-        var phase = Phase.closed
-        /// Outcomes in the sampling window, in ten slots: (slot index, attempts, failures).
-        var slots = [(index: Int64, attempts: Int, failures: Int)](repeating: (-1, 0, 0), count: 10)
-        var inFlightProbes = 0
-        var lastUsed: Int64 = 0
+        /// The mutable fields, in storage of their own (see ``LockedFields``).
+        private let fields = LockedFields(Fields())
+        struct Fields {
+            var phase = Phase.closed
+            /// Outcomes in the sampling window, in ten slots: (slot index, attempts, failures).
+            var slots = [(index: Int64, attempts: Int, failures: Int)](repeating: (-1, 0, 0), count: 10)
+            var inFlightProbes = 0
+            var lastUsed: Int64 = 0
+        }
+        var phase: Phase {
+            get { fields.pointer.pointee.phase }
+            _modify { yield &fields.pointer.pointee.phase }
+        }
+        var slots: [(index: Int64, attempts: Int, failures: Int)] {
+            get { fields.pointer.pointee.slots }
+            _modify { yield &fields.pointer.pointee.slots }
+        }
+        var inFlightProbes: Int {
+            get { fields.pointer.pointee.inFlightProbes }
+            _modify { yield &fields.pointer.pointee.inFlightProbes }
+        }
+        var lastUsed: Int64 {
+            get { fields.pointer.pointee.lastUsed }
+            _modify { yield &fields.pointer.pointee.lastUsed }
+        }
 
         init(_ origin: Origin) {
             self.origin = origin

@@ -68,7 +68,7 @@ public final class ConcurrencyLimiter: Sendable {
         /// ``floorMemory`` as the length of each of the two windows that keep the fastest answer,
         /// in nanoseconds.
         var floorWindowNanoseconds: Int64 {
-            // Whole seconds (the memory is at least 2 s): read on every answer, kept to a multiply.
+            // Whole seconds (the memory is at least 2 s).
             max(2, min(floorMemory.components.seconds, 3_600)) * 500_000_000
         }
 
@@ -125,6 +125,9 @@ public final class ConcurrencyLimiter: Sendable {
     let policy: RetryPolicy
     let onChange: (@Sendable (Origin, Int) -> Void)?
     let random: @Sendable () -> Double
+    /// ``Options/floorWindowNanoseconds``, worked out once (from a `Duration`, about 190
+    /// instructions: too many for every answer).
+    let floorWindow: Int64
     let origins = Locked<OriginRecords<Account>>(OriginRecords())
 
     /// Creates a limiter.
@@ -153,6 +156,7 @@ public final class ConcurrencyLimiter: Sendable {
     ) {
         self.random = random
         self.options = options
+        self.floorWindow = options.floorWindowNanoseconds
         self.policy = policy
         self.maxOrigins = max(1, maxOrigins)
         self.clock = clock
@@ -308,7 +312,7 @@ public final class ConcurrencyLimiter: Sendable {
         origins.withLock { _ in
             let before = Int(account.limit)
             if let started, let failed {
-                account.adjust(latency: now - started, failed: failed, at: now, options: options)
+                account.adjust(latency: now - started, failed: failed, at: now, options: options, floorWindow: floorWindow)
                 if options.throttle != nil { account.throttleWindow.count(accepted: !failed, at: now) }
             }
             account.inFlight = max(0, account.inFlight - 1)
@@ -354,31 +358,75 @@ public final class ConcurrencyLimiter: Sendable {
         /// `origin.description`, made once: every refusal names it (formatting it per refusal
         /// cost the failing-fast path 700 instructions).
         let originText: String
-        var limit: Double
-        var inFlight = 0
-        var queue: [Waiter] = []
-        /// Tickets handed a place by ``release(_:started:failed:)`` whose waiter has not taken it yet.
-        var placed = Set<Int>()
-        var nextTicket = 0
-        var rejected = 0
-        var lastUsed: Int64 = 0
-        /// The fastest answer in this window and the one before (windows of half
-        /// ``Options/floorMemory``): the floor slowness is measured against.
-        var fastest: (window: Int64, current: Int64, previous: Int64) = (-1, .max, .max)
-        /// The most attempts in flight at once in the same two windows: what a lowered limit is
-        /// taken from when the limit is more than twice it.
-        var peak: (current: Int, previous: Int) = (0, 0)
-        /// The attempts and accepts of the last 2 minutes, for ``Options/throttle``.
-        var throttleWindow = ThrottleWindow()
+        /// The mutable fields, in storage of their own (see ``LockedFields``).
+        private let fields: LockedFields<Fields>
+        struct Fields {
+            var limit: Double = 0
+            var inFlight = 0
+            var queue: [Waiter] = []
+            /// Tickets handed a place by ``release(_:started:failed:)`` whose waiter has not taken it yet.
+            var placed = Set<Int>()
+            var nextTicket = 0
+            var rejected = 0
+            var lastUsed: Int64 = 0
+            /// The fastest answer in this window and the one before (windows of half
+            /// ``Options/floorMemory``): the floor slowness is measured against.
+            var fastest: (window: Int64, current: Int64, previous: Int64) = (-1, .max, .max)
+            /// The most attempts in flight at once in the same two windows: what a lowered limit is
+            /// taken from when the limit is more than twice it.
+            var peak: (current: Int, previous: Int) = (0, 0)
+            /// The attempts and accepts of the last 2 minutes, for ``Options/throttle``.
+            var throttleWindow = ThrottleWindow()
+        }
+        var limit: Double {
+            get { fields.pointer.pointee.limit }
+            _modify { yield &fields.pointer.pointee.limit }
+        }
+        var inFlight: Int {
+            get { fields.pointer.pointee.inFlight }
+            _modify { yield &fields.pointer.pointee.inFlight }
+        }
+        var queue: [Waiter] {
+            get { fields.pointer.pointee.queue }
+            _modify { yield &fields.pointer.pointee.queue }
+        }
+        var placed: Set<Int> {
+            get { fields.pointer.pointee.placed }
+            _modify { yield &fields.pointer.pointee.placed }
+        }
+        var nextTicket: Int {
+            get { fields.pointer.pointee.nextTicket }
+            _modify { yield &fields.pointer.pointee.nextTicket }
+        }
+        var rejected: Int {
+            get { fields.pointer.pointee.rejected }
+            _modify { yield &fields.pointer.pointee.rejected }
+        }
+        var lastUsed: Int64 {
+            get { fields.pointer.pointee.lastUsed }
+            _modify { yield &fields.pointer.pointee.lastUsed }
+        }
+        var fastest: (window: Int64, current: Int64, previous: Int64) {
+            get { fields.pointer.pointee.fastest }
+            _modify { yield &fields.pointer.pointee.fastest }
+        }
+        var peak: (current: Int, previous: Int) {
+            get { fields.pointer.pointee.peak }
+            _modify { yield &fields.pointer.pointee.peak }
+        }
+        var throttleWindow: ThrottleWindow {
+            get { fields.pointer.pointee.throttleWindow }
+            _modify { yield &fields.pointer.pointee.throttleWindow }
+        }
 
         init(_ origin: Origin, limit: Double) {
             self.origin = origin
             self.originText = origin.description
-            self.limit = limit
+            self.fields = LockedFields(Fields(limit: limit))
         }
 
-        func adjust(latency: Int64, failed: Bool, at now: Int64, options: Options) {
-            let window = now / options.floorWindowNanoseconds
+        func adjust(latency: Int64, failed: Bool, at now: Int64, options: Options, floorWindow: Int64? = nil) {
+            let window = now / (floorWindow ?? options.floorWindowNanoseconds)
             if window != fastest.window {
                 peak = (0, window == fastest.window + 1 ? peak.current : 0)
                 fastest = (window, .max, window == fastest.window + 1 ? fastest.current : .max)
