@@ -25,25 +25,37 @@ import Testing
         }
     }
 
-    @Test(arguments: [false, true])
-    func aResponseAfterTheDeadlineIsATimeoutEvenIfTheTimerNeverRan(cached: Bool) async throws {
+    /// What stands between the client and the transport: nothing (the direct path), a cache (an
+    /// `intercept` member), or a circuit breaker (a gate).
+    enum Chain: CaseIterable { case direct, cached, gated }
+
+    @Test(arguments: Chain.allCases, [200, 500])
+    func aResponseAfterTheDeadlineIsATimeoutEvenIfTheTimerNeverRan(chain: Chain, status: Int) async throws {
         let time = ManualClock()
         let mock = MockTransport()
         let sent = Locked(0)
         mock.stub(nil, "/slow", reply: .handler { _ in
             sent.withLock { $0 += 1 }
             time.advance(by: .seconds(2))  // the response arrives 2 s in, past the 1 s deadline
-            return .status(200, headers: ["Cache-Control": "max-age=600", "ETag": "\"v1\""])
+            return .status(status, headers: ["Cache-Control": "max-age=600", "ETag": "\"v1\""])
         })
+        // One failure in a window of one opens the circuit: a late answer must count as one.
+        let breaker = CircuitBreaker(options: .init(failureRatio: 1, minimumThroughput: 1), clock: time)
         let client = NetworkClient(
             baseURL: URL(string: "https://api.test")!, transport: mock,
             configuration: .init(timeout: .seconds(1), timeoutClock: StarvedTimerClock(time: time))
         ) {
-            if cached { CacheBehavior(storage: MemoryCacheStorage()) }
+            if chain == .cached { CacheBehavior(storage: MemoryCacheStorage()) }
+            if chain == .gated { CircuitBreakerBehavior(breaker) }
         }
-        for _ in 0..<2 {
-            await #expect(throws: NetworkError.timedOut) { try await client.send(Request<Void>(path: "/slow")) }
+        // A timeout whatever the status: the answer is judged only if it came in time.
+        await #expect(throws: NetworkError.timedOut) { try await client.send(Request<Void>(path: "/slow")) }
+        if chain == .gated {
+            // The gate counted the late answer as the timeout it is, not as the origin answering.
+            #expect(breaker.state(of: Origin(URL(string: "https://api.test")!)!) != .closed)
+            return
         }
+        await #expect(throws: NetworkError.timedOut) { try await client.send(Request<Void>(path: "/slow")) }
         // Nothing was stored: the second request went to the transport too.
         #expect(sent.withLock { $0 } == 2)
     }
