@@ -168,37 +168,3 @@ extension AttemptGating {
         return response
     }
 }
-
-/// A gate's records by origin, with the one used last kept beside the table: most clients talk
-/// to one origin, and comparing it is cheaper than hashing it. Used under the gate's lock.
-package struct OriginRecords<Record: AnyObject> {
-    /// Every record, by origin.
-    package private(set) var all: [Origin: Record] = [:]
-    private var last: (origin: Origin, record: Record)?
-
-    /// An empty table.
-    package init() {}
-
-    /// How many origins have a record.
-    package var count: Int { all.count }
-
-    /// The record of `origin`, if it has one; remembered as the last used.
-    package mutating func find(_ origin: Origin) -> Record? {
-        if let last, last.origin == origin { return last.record }
-        guard let found = all[origin] else { return nil }
-        last = (origin, found)
-        return found
-    }
-
-    /// The record of `origin`, if it has one (not remembered).
-    package subscript(origin: Origin) -> Record? {
-        get {
-            if let last, last.origin == origin { return last.record }
-            return all[origin]
-        }
-        set {
-            all[origin] = newValue
-            if let last, last.origin == origin { self.last = newValue.map { (origin, $0) } }
-        }
-    }
-}

@@ -162,6 +162,14 @@ public final class RequestContext: Sendable {
         (targetsBaseOrigin ? baseOrigin : nil) ?? Origin(originalRequest.url)
     }
 
+    /// The sending client's scope when the request, as the caller made it, goes to the client's
+    /// base origin; `nil` otherwise. The same object for every such request of one client, so a
+    /// per-origin record (a circuit, a limiter's account) is found by its identity without making
+    /// or comparing ``requestOrigin``.
+    package var baseOriginScope: AnyObject? {
+        scope.hasOrigin && targetsBaseOrigin ? scope : nil
+    }
+
     /// What the sending client shares with its requests (its base origin, its request-ID
     /// counter): made once per client, and each request stores one reference.
     private let scope: ClientScope

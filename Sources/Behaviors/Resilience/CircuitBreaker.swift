@@ -80,7 +80,7 @@ public final class CircuitBreaker: Sendable {
     let slotNanoseconds: Int64
     /// The circuits by origin, and the last one looked up (most clients talk to one origin:
     /// comparing it is cheaper than hashing an origin).
-    let circuits = Locked<(all: [Origin: Circuit], last: (origin: Origin, circuit: Circuit)?)>(([:], nil))
+    let circuits = Locked<OriginRecords<Circuit>>(OriginRecords())
     let onChange: (@Sendable (Origin, State) -> Void)?
 
     /// Creates a breaker with no open circuit.
@@ -106,7 +106,7 @@ public final class CircuitBreaker: Sendable {
     /// - Parameter origin: The origin.
     public func state(of origin: Origin) -> State {
         let now = elapsed.nanoseconds()
-        return circuits.withLock { $0.all[origin]?.state(at: now) } ?? .closed
+        return circuits.withLock { $0[origin]?.state(at: now) } ?? .closed
     }
 
     /// Holds `origin`'s circuit open until ``close(_:)``: every request to it fails at once with
@@ -125,9 +125,9 @@ public final class CircuitBreaker: Sendable {
     private func change(_ origin: Origin, _ body: (Circuit) -> Void) {
         let now = elapsed.nanoseconds()
         let new: State = circuits.withLock { circuits in
-            let circuit = circuits.all[origin] ?? Circuit(origin)
+            let circuit = circuits[origin] ?? Circuit(origin)
             body(circuit)
-            circuits.all[origin] = circuit
+            circuits[origin] = circuit
             return circuit.state(at: now)
         }
         onChange?(origin, new)
@@ -136,27 +136,34 @@ public final class CircuitBreaker: Sendable {
     /// Whether a request to `origin` may be sent now (as a probe when half-open), and the circuit
     /// its outcome is to be counted in.
     package func admit(_ origin: Origin) -> (Admission, Circuit) {
+        // An origin always gives a circuit.
+        admit(scope: nil, origin: { origin }) ?? (.send(probe: false), Circuit(origin))
+    }
+
+    /// ``admit(_:)`` for a request: its circuit found by `scope` (``RequestContext/baseOriginScope``)
+    /// when that is the last one's, else by the origin `origin` gives; `nil` when it has none.
+    @inline(__always)
+    package func admit(scope: AnyObject?, origin: () -> Origin?) -> (Admission, Circuit)? {
         var changed: State?
-        let result: (Admission, Circuit) = circuits.withLock { circuits in
+        let result: (Admission, Circuit)? = circuits.withLock { circuits in
             let circuit: Circuit
-            if let last = circuits.last, last.origin == origin {
-                circuit = last.circuit
-            } else if let found = circuits.all[origin] {
+            switch circuits.find(scope: scope, origin: origin) {
+            case .found(let found):
                 circuit = found
-                circuits.last = (origin, found)
-            } else {
-                if circuits.all.count >= maxOrigins { evict(&circuits.all, now: elapsed.nanoseconds()) }
+            case .missing(let origin):
+                if circuits.count >= maxOrigins { evict(&circuits, now: elapsed.nanoseconds()) }
                 circuit = Circuit(origin)
                 circuit.lastUsed = elapsed.nanoseconds()
-                circuits.all[origin] = circuit
-                circuits.last = (origin, circuit)
+                circuits.insert(circuit, for: origin, scope: scope)
+            case .noOrigin:
+                return nil
             }
             // A closed circuit lets the request through without the time: its use is noted when
             // its outcome is counted.
             if case .closed = circuit.phase { return (.send(probe: false), circuit) }
             return (circuit.admit(at: elapsed.nanoseconds(), breaker: self, changed: &changed), circuit)
         }
-        if let changed { onChange?(origin, changed) }
+        if let changed, let result { onChange?(result.1.origin, changed) }
         return result
     }
 
@@ -170,16 +177,16 @@ public final class CircuitBreaker: Sendable {
 
     /// Counts an outcome for `origin` (tests: an admission and its outcome in two calls).
     package func record(_ origin: Origin, _ outcome: Outcome, probe: Bool) {
-        guard let circuit = circuits.withLock({ $0.all[origin] }) else { return }
+        guard let circuit = circuits.withLock({ $0[origin] }) else { return }
         record(outcome, probe: probe, in: circuit)
     }
 
     /// Makes room for one circuit: closed ones idle for a window go; if none did, the one idle
     /// longest that is not open.
-    private func evict(_ circuits: inout [Origin: Circuit], now: Int64) {
+    private func evict(_ circuits: inout OriginRecords<Circuit>, now: Int64) {
         let window = slotNanoseconds * 10
         var oldest: (Origin, Int64)?
-        for (origin, circuit) in circuits where circuit.phase == .closed && circuit.inFlightProbes == 0 {
+        for (origin, circuit) in circuits.all where circuit.phase == .closed && circuit.inFlightProbes == 0 {
             if now - circuit.lastUsed >= window {
                 circuits[origin] = nil
             } else if oldest.map({ circuit.lastUsed < $0.1 }) ?? true {
@@ -187,7 +194,7 @@ public final class CircuitBreaker: Sendable {
             }
         }
         if circuits.count >= maxOrigins, let (origin, _) = oldest { circuits[origin] = nil }
-        if circuits.count >= maxOrigins, let any = circuits.keys.first { circuits[any] = nil }
+        if circuits.count >= maxOrigins, let any = circuits.all.keys.first { circuits[any] = nil }
     }
 
     /// What ``admit(_:)`` decided.
@@ -377,8 +384,8 @@ public struct CircuitBreakerBehavior: AttemptIntercepting, AttemptGating {
     }
 
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
-        guard let origin = context.requestOrigin else { return .uncounted }
-        let (admission, circuit) = breaker.admit(origin)
+        guard let (admission, circuit) = breaker.admit(scope: context.baseOriginScope, origin: { context.requestOrigin })
+        else { return .uncounted }
         switch admission {
         case .send(let probe): return GatePass(record: circuit, flag: probe)
         case .refuse(let wait): throw .circuitOpen(origin: circuit.originText, retryAfter: wait)

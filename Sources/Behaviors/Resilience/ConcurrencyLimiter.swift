@@ -188,9 +188,20 @@ public final class ConcurrencyLimiter: Sendable {
     ///   or `.queued` with the ticket to ``wait(_:origin:within:)`` with.
     /// - Throws: ``NetworkError/rateLimited`` when the queue is full or the attempt may not wait.
     package func enter(_ origin: Origin, within: @autoclosure () -> Duration?) throws(NetworkError) -> Entry {
+        // An origin always gives an account.
+        try enter(scope: nil, origin: { origin }, within: within()) ?? .placed(started: 0, account: Account(origin, limit: 1))
+    }
+
+    /// ``enter(_:within:)`` for a request: its account found by `scope`
+    /// (``RequestContext/baseOriginScope``) when that is the last one's, else by the origin
+    /// `origin` gives; `nil` when it has none.
+    @inline(__always)
+    package func enter(scope: AnyObject?, origin: () -> Origin?, within: @autoclosure () -> Duration?)
+        throws(NetworkError) -> Entry?
+    {
         let draw = options.throttle == nil ? 0 : random()
-        let (ticket, account): (Int?, Account) = origins.withLock { origins in
-            let account = self.account(for: origin, in: &origins)
+        let entered: (Int?, Account)? = origins.withLock { origins in
+            guard let account = self.account(scope: scope, origin: origin, in: &origins) else { return nil }
             if let k = options.throttle {
                 let now = elapsed.nanoseconds()
                 if draw < account.throttleWindow.refusalProbability(k: k, at: now) {
@@ -212,6 +223,7 @@ public final class ConcurrencyLimiter: Sendable {
             account.queue.append(Waiter(ticket: account.nextTicket))
             return (account.nextTicket, account)
         }
+        guard let (ticket, account) = entered else { return nil }
         guard let ticket else { return .placed(started: elapsed.nanoseconds(), account: account) }
         guard ticket >= 0 else { throw NetworkError.rateLimited(origin: account.originText, retryAfter: .zero) }
         return .queued(ticket: ticket, account: account)
@@ -330,15 +342,22 @@ public final class ConcurrencyLimiter: Sendable {
         if let changed { onChange?(account.origin, changed) }
     }
 
-    private func account(for origin: Origin, in origins: inout OriginRecords<Account>) -> Account {
-        if let found = origins.find(origin) { return found }
+    private func account(scope: AnyObject?, origin made: () -> Origin?, in origins: inout OriginRecords<Account>)
+        -> Account?
+    {
+        let origin: Origin
+        switch origins.find(scope: scope, origin: made) {
+        case .found(let account): return account
+        case .missing(let missing): origin = missing
+        case .noOrigin: return nil
+        }
         if origins.count >= maxOrigins {
             let idle = origins.all.filter { $0.value.inFlight == 0 && $0.value.queue.isEmpty }
                 .min { $0.value.lastUsed < $1.value.lastUsed }
             if let key = idle?.key { origins[key] = nil }
         }
         let account = Account(origin, limit: Double(options.initialLimit))
-        origins[origin] = account
+        origins.insert(account, for: origin, scope: scope)
         return account
     }
 
@@ -535,8 +554,10 @@ public struct ConcurrencyLimitBehavior: AttemptIntercepting, AttemptGating {
     }
 
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
-        guard let origin = context.requestOrigin else { return .uncounted }
-        switch try limiter.enter(origin, within: context.attemptTimeRemaining) {
+        let entry = try limiter.enter(
+            scope: context.baseOriginScope, origin: { context.requestOrigin }, within: context.attemptTimeRemaining)
+        switch entry {
+        case nil: return .uncounted
         case .placed(let started, let account): return GatePass(record: account, number: started)
         case .queued(let ticket, let account): return GatePass(record: account, number: Int64(ticket), waits: true)
         }

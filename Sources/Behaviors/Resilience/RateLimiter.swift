@@ -188,15 +188,29 @@ public final class RateLimiter: Sendable {
     package func take(_ origin: Origin, within: () -> Duration?) throws(NetworkError)
         -> (wait: Duration, account: Account, needsPermit: Bool)
     {
+        // An origin always gives an account.
+        try take(scope: nil, origin: { origin }, within: within) ?? (.zero, Account(origin), false)
+    }
+
+    /// ``take(_:within:)`` for a request: its account found by `scope`
+    /// (``RequestContext/baseOriginScope``) when that is the last one's, else by the origin
+    /// `origin` gives; `nil` when it has none.
+    @inline(__always)
+    package func take(scope: AnyObject?, origin: () -> Origin?, within: () -> Duration?) throws(NetworkError)
+        -> (wait: Duration, account: Account, needsPermit: Bool)?
+    {
         let now = elapsed.nanoseconds()
-        let (decision, account): (Turn, Account) = accounts.withLock { accounts in
+        let taken: (Turn, Account)? = accounts.withLock { accounts in
             let account: Account
-            if let found = accounts.find(origin) {
+            switch accounts.find(scope: scope, origin: origin) {
+            case .found(let found):
                 account = found
-            } else {
+            case .missing(let origin):
                 if accounts.count >= maxOrigins { evict(&accounts) }
                 account = Account(origin)
-                accounts[origin] = account
+                accounts.insert(account, for: origin, scope: scope)
+            case .noOrigin:
+                return nil
             }
             // The attempt's own deadline is read only when its turn is not now (it costs a lock).
             let longest = { within().map { min(self.maxWaitNanoseconds, $0.nanoseconds) } ?? self.maxWaitNanoseconds }
@@ -207,6 +221,7 @@ public final class RateLimiter: Sendable {
             guard case .send(let at) = turn else { return (turn, account) }
             return (at == now && account.spendPermit(at: now) ? turn : .permit(at: at), account)
         }
+        guard let (decision, account) = taken else { return nil }
         switch decision {
         case .refuse(let wait):
             throw NetworkError.rateLimited(origin: account.originText, retryAfter: .nanoseconds(wait))
@@ -538,8 +553,10 @@ public struct RateLimitBehavior: AttemptIntercepting, AttemptGating {
     }
 
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
-        guard let origin = context.requestOrigin else { return .uncounted }
-        let (wait, account, needsPermit) = try limiter.take(origin, within: { context.attemptTimeRemaining })
+        guard
+            let (wait, account, needsPermit) = try limiter.take(
+                scope: context.baseOriginScope, origin: { context.requestOrigin }, within: { context.attemptTimeRemaining })
+        else { return .uncounted }
         guard wait > .zero || needsPermit else { return GatePass(record: account) }
         return GatePass(record: account, number: wait.nanoseconds, flag: needsPermit, waits: true)
     }

@@ -1,0 +1,80 @@
+import ConveyorPipeline
+
+/// A gate's records by origin, with the one used last kept beside the table: most clients talk
+/// to one origin, and comparing it is cheaper than hashing it. A request to its client's base
+/// origin finds the last record by the client's scope instead (``RequestContext/baseOriginScope``,
+/// compared by identity): no origin is made, copied or compared. Used under the gate's lock.
+struct OriginRecords<Record: AnyObject> {
+    /// Every record, by origin.
+    private(set) var all: [Origin: Record] = [:]
+    private var last: (origin: Origin, record: Record)?
+    /// The client scope whose base origin is `last`'s, when `last` was found or made for a
+    /// request to its client's base origin. Held, so that its identity is not reused while held.
+    private var lastScope: AnyObject?
+
+    /// An empty table.
+    init() {}
+
+    /// How many origins have a record.
+    var count: Int { all.count }
+
+    /// What ``find(scope:origin:)`` found.
+    enum Lookup {
+        /// The request's record.
+        case found(Record)
+        /// No record yet for the request's origin, this one.
+        case missing(Origin)
+        /// The request has no origin (no scheme or host).
+        case noOrigin
+    }
+
+    /// The record of a request, remembered as the last used: by `scope`
+    /// (``RequestContext/baseOriginScope``) when it is the last one's, else by the origin
+    /// `origin` gives (asked only then).
+    @inline(__always)
+    mutating func find(scope: AnyObject?, origin: () -> Origin?) -> Lookup {
+        if let scope, let lastScope, scope === lastScope, let last { return .found(last.record) }
+        guard let origin = origin() else { return .noOrigin }
+        return find(origin, scope: scope)
+    }
+
+    private mutating func find(_ origin: Origin, scope: AnyObject?) -> Lookup {
+        if let last, last.origin == origin {
+            lastScope = scope
+            return .found(last.record)
+        }
+        guard let found = all[origin] else { return .missing(origin) }
+        last = (origin, found)
+        lastScope = scope
+        return .found(found)
+    }
+
+    /// Adds `record` for `origin`, made for a request whose ``RequestContext/baseOriginScope``
+    /// is `scope`; remembered as the last used.
+    mutating func insert(_ record: Record, for origin: Origin, scope: AnyObject?) {
+        all[origin] = record
+        last = (origin, record)
+        lastScope = scope
+    }
+
+    /// The record of `origin`, if it has one; remembered as the last used.
+    mutating func find(_ origin: Origin) -> Record? {
+        if case .found(let record) = find(origin, scope: nil) { return record }
+        return nil
+    }
+
+    /// The record of `origin`, if it has one (not remembered).
+    subscript(origin: Origin) -> Record? {
+        get {
+            if let last, last.origin == origin { return last.record }
+            return all[origin]
+        }
+        set {
+            all[origin] = newValue
+            if let last, last.origin == origin {
+                self.last = newValue.map { (origin, $0) }
+                if newValue == nil { lastScope = nil }
+            }
+        }
+    }
+}

@@ -1,0 +1,116 @@
+@testable import ConveyorBehaviors
+import ConveyorPipeline
+import ConveyorTestSupport
+import ConveyorTesting
+import Foundation
+import Testing
+
+/// A gate finds a request's record (a circuit, a limiter's account) by its client's scope when
+/// the request goes to the client's base origin, and by its origin otherwise: never another
+/// origin's record, whichever clients share the gate and wherever their requests go.
+@Suite struct OriginRecordsTests {
+    final class Scope {}
+    final class Record {
+        let name: String
+        init(_ name: String) { self.name = name }
+    }
+
+    static let a = Origin(URL(string: "https://a.test")!)!
+    static let b = Origin(URL(string: "https://b.test")!)!
+
+    @Test func aScopeFindsTheLastRecordWithoutMakingTheOriginAndOnlyItsOwn() {
+        var records = OriginRecords<Record>()
+        let scopeA = Scope()
+        let scopeB = Scope()
+        guard case .missing(let origin) = records.find(scope: scopeA, origin: { Self.a }) else {
+            Issue.record("found a record in an empty table")
+            return
+        }
+        records.insert(Record("a"), for: origin, scope: scopeA)
+        // Found by the scope: the origin is not asked for.
+        let byScope = records.find(scope: scopeA) {
+            Issue.record("the origin was made")
+            return Self.a
+        }
+        guard case .found(let found) = byScope else { Issue.record("not found"); return }
+        #expect(found.name == "a")
+        // Another client's scope is not the last one: its request is found by its own origin.
+        #expect(
+            {
+                if case .missing(let origin) = records.find(scope: scopeB, origin: { Self.b }) { return origin }
+                return nil
+            }() == Self.b)
+        records.insert(Record("b"), for: Self.b, scope: scopeB)
+        // The last record is b's now: a's scope finds a's record by a's origin.
+        var asked = false
+        guard case .found(let again) = records.find(scope: scopeA, origin: { asked = true; return Self.a }) else {
+            Issue.record("a's record is gone")
+            return
+        }
+        #expect(again.name == "a" && asked)
+        // A request of a's client to b's origin (no scope: not its base origin) finds b's record.
+        guard case .found(let other) = records.find(scope: nil, origin: { Self.b }) else {
+            Issue.record("b's record is gone")
+            return
+        }
+        #expect(other.name == "b")
+        // A record removed is not found by the scope that found it last.
+        _ = records.find(scope: scopeB, origin: { Self.b })
+        records[Self.b] = nil
+        guard case .missing = records.find(scope: scopeB, origin: { Self.b }) else {
+            Issue.record("a removed record was found")
+            return
+        }
+        // A request with no origin.
+        guard case .noOrigin = records.find(scope: nil, origin: { nil }) else {
+            Issue.record("a request without an origin found a record")
+            return
+        }
+    }
+
+    /// Two clients with different base origins share one breaker, and each also sends to the
+    /// other's origin by an absolute URL: every attempt is counted in its own origin's circuit.
+    @Test func clientsSharingABreakerEachCountInTheirOwnOriginsCircuit() async {
+        // Half of an origin's attempts failing opens its circuit.
+        let breaker = CircuitBreaker(options: .init(failureRatio: 0.5, minimumThroughput: 1), clock: ManualClock())
+        let mock = MockTransport()
+        // `/fail` fails on a.test only.
+        mock.stub(nil, "/fail", reply: .handler { request in .status(request.url.host == "a.test" ? 503 : 200) })
+        mock.stub(nil, "/ok", reply: .status(200))
+        func client(_ base: String) -> NetworkClient {
+            var configuration = NetworkClient.Configuration(clock: ImmediateClock())
+            configuration.retryBudget = nil
+            return NetworkClient(baseURL: URL(string: base)!, transport: mock, configuration: configuration) {
+                CircuitBreakerBehavior(breaker)
+            }
+        }
+        let clientA = client("https://a.test")
+        let clientB = client("https://b.test")
+        func sent(_ client: NetworkClient, _ path: String) async -> Bool {
+            do {
+                try await client.send(Request<Void>(path: path))
+                return true
+            } catch {
+                return false
+            }
+        }
+        // Each client's last record is its own origin's, then the other's, in turn.
+        #expect(await sent(clientA, "/ok"))
+        #expect(await sent(clientB, "/ok"))
+        #expect(await sent(clientA, "https://b.test/fail"))  // b.test answers: b's circuit stays closed
+        #expect(await sent(clientB, "/ok"))
+        #expect(breaker.state(of: Self.b) == .closed)
+        #expect(!(await sent(clientB, "https://a.test/fail")))  // opens a's circuit, from b's client
+        #expect(breaker.state(of: Self.a) != .closed)
+        #expect(breaker.state(of: Self.b) == .closed)
+        // a's client is refused at once; b's client still sends to b, and to a not at all.
+        let before = mock.requests.count
+        #expect(!(await sent(clientA, "/ok")))
+        #expect(await sent(clientB, "/ok"))
+        #expect(await sent(clientA, "https://b.test/ok"))
+        #expect(!(await sent(clientB, "https://a.test/ok")))
+        #expect(!(await sent(clientA, "/ok")))
+        #expect(mock.requests.count == before + 2)
+        #expect(mock.requests.suffix(2).allSatisfy { $0.url.host == "b.test" })
+    }
+}
