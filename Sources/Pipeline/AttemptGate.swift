@@ -78,8 +78,6 @@ package struct GatePasses {
         }
         count += 1
     }
-
-    subscript(index: Int) -> GatePass { index == 0 ? first : rest[index - 1] }
 }
 
 extension HookPlan {
@@ -114,21 +112,24 @@ extension HookPlan {
     /// Releases the gates that admitted an exchange, last to first: the transport answered.
     @inline(__always)
     package func releaseGates(_ passes: GatePasses, answered response: HTTPResponse, context: RequestContext) {
+        // Each pass handed over in place (a copy of one, as `passes[index]` makes, retains its record).
         var index = passes.count - 1
-        while index >= 0 {
-            gates[index].release(passes[index], answered: response, context: context)
+        while index > 0 {
+            gates[index].release(passes.rest[index - 1], answered: response, context: context)
             index -= 1
         }
+        if index == 0 { gates[0].release(passes.first, answered: response, context: context) }
     }
 
     /// Releases the gates that admitted an exchange, last to first: it failed.
     @inline(__always)
     package func releaseGates(_ passes: GatePasses, failed failure: NetworkError, context: RequestContext) {
         var index = passes.count - 1
-        while index >= 0 {
-            gates[index].release(passes[index], failed: failure, context: context)
+        while index > 0 {
+            gates[index].release(passes.rest[index - 1], failed: failure, context: context)
             index -= 1
         }
+        if index == 0 { gates[0].release(passes.first, failed: failure, context: context) }
     }
 
     /// One exchange through the gates around an interceptor's `next` (the chain's innermost call

@@ -170,6 +170,11 @@ public final class RequestContext: Sendable {
         scope.hasOrigin && targetsBaseOrigin ? scope : nil
     }
 
+    /// The identity of ``baseOriginScope``, read without retaining it.
+    package var baseOriginScopeID: ObjectIdentifier? {
+        scope.hasOrigin && targetsBaseOrigin ? ObjectIdentifier(scope) : nil
+    }
+
     /// What the sending client shares with its requests (its base origin, its request-ID
     /// counter): made once per client, and each request stores one reference.
     private let scope: ClientScope

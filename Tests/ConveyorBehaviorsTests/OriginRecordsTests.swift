@@ -9,7 +9,6 @@ import Testing
 /// the request goes to the client's base origin, and by its origin otherwise: never another
 /// origin's record, whichever clients share the gate and wherever their requests go.
 @Suite struct OriginRecordsTests {
-    final class Scope {}
     final class Record {
         let name: String
         init(_ name: String) { self.name = name }
@@ -18,51 +17,59 @@ import Testing
     static let a = Origin(URL(string: "https://a.test")!)!
     static let b = Origin(URL(string: "https://b.test")!)!
 
+    /// A request of the client `scope` belongs to; to its base origin unless `targets` is false.
+    func request(of scope: ClientScope, targets: Bool = true) -> RequestContext {
+        RequestContext(request: HTTPRequest(url: URL(string: "https://any.test/")!), scope: scope, targetsBaseOrigin: targets)
+    }
+
     @Test func aScopeFindsTheLastRecordWithoutMakingTheOriginAndOnlyItsOwn() {
         var records = OriginRecords<Record>()
-        let scopeA = Scope()
-        let scopeB = Scope()
-        guard case .missing(let origin) = records.find(scope: scopeA, origin: { Self.a }) else {
+        let scopeA = ClientScope(origin: Self.a)
+        let scopeB = ClientScope(origin: Self.b)
+        guard case .missing(let origin) = records.find(context: request(of: scopeA), origin: { Self.a }) else {
             Issue.record("found a record in an empty table")
             return
         }
-        records.insert(Record("a"), for: origin, scope: scopeA)
+        records.insert(Record("a"), for: origin, context: request(of: scopeA))
         // Found by the scope: the origin is not asked for.
-        let byScope = records.find(scope: scopeA) {
+        let byScope = records.find(context: request(of: scopeA)) {
             Issue.record("the origin was made")
             return Self.a
         }
         guard case .found(let found) = byScope else { Issue.record("not found"); return }
         #expect(found.name == "a")
         // Another client's scope is not the last one: its request is found by its own origin.
-        #expect(
-            {
-                if case .missing(let origin) = records.find(scope: scopeB, origin: { Self.b }) { return origin }
-                return nil
-            }() == Self.b)
-        records.insert(Record("b"), for: Self.b, scope: scopeB)
+        guard case .missing(let missing) = records.find(context: request(of: scopeB), origin: { Self.b }) else {
+            Issue.record("b's request found a record")
+            return
+        }
+        #expect(missing == Self.b)
+        records.insert(Record("b"), for: Self.b, context: request(of: scopeB))
         // The last record is b's now: a's scope finds a's record by a's origin.
         var asked = false
-        guard case .found(let again) = records.find(scope: scopeA, origin: { asked = true; return Self.a }) else {
+        guard case .found(let again) = records.find(context: request(of: scopeA), origin: { asked = true; return Self.a })
+        else {
             Issue.record("a's record is gone")
             return
         }
         #expect(again.name == "a" && asked)
-        // A request of a's client to b's origin (no scope: not its base origin) finds b's record.
-        guard case .found(let other) = records.find(scope: nil, origin: { Self.b }) else {
+        // A request of a's client to another origin (not its base origin: found by its origin,
+        // though a's scope found the last record) finds that origin's record.
+        guard case .found(let other) = records.find(context: request(of: scopeA, targets: false), origin: { Self.b })
+        else {
             Issue.record("b's record is gone")
             return
         }
         #expect(other.name == "b")
         // A record removed is not found by the scope that found it last.
-        _ = records.find(scope: scopeB, origin: { Self.b })
+        _ = records.find(context: request(of: scopeB), origin: { Self.b })
         records[Self.b] = nil
-        guard case .missing = records.find(scope: scopeB, origin: { Self.b }) else {
+        guard case .missing = records.find(context: request(of: scopeB), origin: { Self.b }) else {
             Issue.record("a removed record was found")
             return
         }
         // A request with no origin.
-        guard case .noOrigin = records.find(scope: nil, origin: { nil }) else {
+        guard case .noOrigin = records.find(context: nil, origin: { nil }) else {
             Issue.record("a request without an origin found a record")
             return
         }

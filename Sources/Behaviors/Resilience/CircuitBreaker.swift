@@ -137,24 +137,24 @@ public final class CircuitBreaker: Sendable {
     /// its outcome is to be counted in.
     package func admit(_ origin: Origin) -> (Admission, Circuit) {
         // An origin always gives a circuit.
-        admit(scope: nil, origin: { origin }) ?? (.send(probe: false), Circuit(origin))
+        admit(context: nil, origin: { origin }) ?? (.send(probe: false), Circuit(origin))
     }
 
-    /// ``admit(_:)`` for a request: its circuit found by `scope` (``RequestContext/baseOriginScope``)
-    /// when that is the last one's, else by the origin `origin` gives; `nil` when it has none.
+    /// ``admit(_:)`` for the request of `context`: its circuit found by its client's scope when
+    /// that is the last one's, else by the origin `origin` gives; `nil` when it has none.
     @inline(__always)
-    package func admit(scope: AnyObject?, origin: () -> Origin?) -> (Admission, Circuit)? {
+    package func admit(context: RequestContext?, origin: () -> Origin?) -> (Admission, Circuit)? {
         var changed: State?
         let result: (Admission, Circuit)? = circuits.withLock { circuits in
             let circuit: Circuit
-            switch circuits.find(scope: scope, origin: origin) {
+            switch circuits.find(context: context, origin: origin) {
             case .found(let found):
                 circuit = found
             case .missing(let origin):
                 if circuits.count >= maxOrigins { evict(&circuits, now: elapsed.nanoseconds()) }
                 circuit = Circuit(origin)
                 circuit.lastUsed = elapsed.nanoseconds()
-                circuits.insert(circuit, for: origin, scope: scope)
+                circuits.insert(circuit, for: origin, context: context)
             case .noOrigin:
                 return nil
             }
@@ -384,7 +384,7 @@ public struct CircuitBreakerBehavior: AttemptIntercepting, AttemptGating {
     }
 
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
-        guard let (admission, circuit) = breaker.admit(scope: context.baseOriginScope, origin: { context.requestOrigin })
+        guard let (admission, circuit) = breaker.admit(context: context, origin: { context.requestOrigin })
         else { return .uncounted }
         switch admission {
         case .send(let probe): return GatePass(record: circuit, flag: probe)

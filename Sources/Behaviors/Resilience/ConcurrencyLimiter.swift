@@ -189,19 +189,18 @@ public final class ConcurrencyLimiter: Sendable {
     /// - Throws: ``NetworkError/rateLimited`` when the queue is full or the attempt may not wait.
     package func enter(_ origin: Origin, within: @autoclosure () -> Duration?) throws(NetworkError) -> Entry {
         // An origin always gives an account.
-        try enter(scope: nil, origin: { origin }, within: within()) ?? .placed(started: 0, account: Account(origin, limit: 1))
+        try enter(context: nil, origin: { origin }, within: within()) ?? .placed(started: 0, account: Account(origin, limit: 1))
     }
 
-    /// ``enter(_:within:)`` for a request: its account found by `scope`
-    /// (``RequestContext/baseOriginScope``) when that is the last one's, else by the origin
-    /// `origin` gives; `nil` when it has none.
+    /// ``enter(_:within:)`` for the request of `context`: its account found by its client's scope
+    /// when that is the last one's, else by the origin `origin` gives; `nil` when it has none.
     @inline(__always)
-    package func enter(scope: AnyObject?, origin: () -> Origin?, within: @autoclosure () -> Duration?)
+    package func enter(context: RequestContext?, origin: () -> Origin?, within: @autoclosure () -> Duration?)
         throws(NetworkError) -> Entry?
     {
         let draw = options.throttle == nil ? 0 : random()
         let entered: (Int?, Account)? = origins.withLock { origins in
-            guard let account = self.account(scope: scope, origin: origin, in: &origins) else { return nil }
+            guard let account = self.account(context: context, origin: origin, in: &origins) else { return nil }
             if let k = options.throttle {
                 let now = elapsed.nanoseconds()
                 if draw < account.throttleWindow.refusalProbability(k: k, at: now) {
@@ -342,11 +341,11 @@ public final class ConcurrencyLimiter: Sendable {
         if let changed { onChange?(account.origin, changed) }
     }
 
-    private func account(scope: AnyObject?, origin made: () -> Origin?, in origins: inout OriginRecords<Account>)
+    private func account(context: RequestContext?, origin made: () -> Origin?, in origins: inout OriginRecords<Account>)
         -> Account?
     {
         let origin: Origin
-        switch origins.find(scope: scope, origin: made) {
+        switch origins.find(context: context, origin: made) {
         case .found(let account): return account
         case .missing(let missing): origin = missing
         case .noOrigin: return nil
@@ -357,7 +356,7 @@ public final class ConcurrencyLimiter: Sendable {
             if let key = idle?.key { origins[key] = nil }
         }
         let account = Account(origin, limit: Double(options.initialLimit))
-        origins.insert(account, for: origin, scope: scope)
+        origins.insert(account, for: origin, context: context)
         return account
     }
 
@@ -555,7 +554,7 @@ public struct ConcurrencyLimitBehavior: AttemptIntercepting, AttemptGating {
 
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
         let entry = try limiter.enter(
-            scope: context.baseOriginScope, origin: { context.requestOrigin }, within: context.attemptTimeRemaining)
+            context: context, origin: { context.requestOrigin }, within: context.attemptTimeRemaining)
         switch entry {
         case nil: return .uncounted
         case .placed(let started, let account): return GatePass(record: account, number: started)

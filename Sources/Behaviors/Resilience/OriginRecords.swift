@@ -2,15 +2,16 @@ import ConveyorPipeline
 
 /// A gate's records by origin, with the one used last kept beside the table: most clients talk
 /// to one origin, and comparing it is cheaper than hashing it. A request to its client's base
-/// origin finds the last record by the client's scope instead (``RequestContext/baseOriginScope``,
+/// origin finds the last record by the client's scope instead (``RequestContext/baseOriginScopeID``,
 /// compared by identity): no origin is made, copied or compared. Used under the gate's lock.
 struct OriginRecords<Record: AnyObject> {
     /// Every record, by origin.
     private(set) var all: [Origin: Record] = [:]
     private var last: (origin: Origin, record: Record)?
     /// The client scope whose base origin is `last`'s, when `last` was found or made for a
-    /// request to its client's base origin. Held, so that its identity is not reused while held.
-    private var lastScope: AnyObject?
+    /// request to its client's base origin, and its identity. Held, so that the identity is not
+    /// reused while it is compared.
+    private var lastScope: (id: ObjectIdentifier, scope: AnyObject)?
 
     /// An empty table.
     init() {}
@@ -18,7 +19,7 @@ struct OriginRecords<Record: AnyObject> {
     /// How many origins have a record.
     var count: Int { all.count }
 
-    /// What ``find(scope:origin:)`` found.
+    /// What ``find(context:origin:)`` found.
     enum Lookup {
         /// The request's record.
         case found(Record)
@@ -28,38 +29,48 @@ struct OriginRecords<Record: AnyObject> {
         case noOrigin
     }
 
-    /// The record of a request, remembered as the last used: by `scope`
-    /// (``RequestContext/baseOriginScope``) when it is the last one's, else by the origin
-    /// `origin` gives (asked only then).
+    /// The record of a request, remembered as the last used: by its client's scope
+    /// (``RequestContext/baseOriginScopeID``) when that is the last one's, else by the origin
+    /// `origin` gives (asked only then). Without a context, by the origin.
     @inline(__always)
-    mutating func find(scope: AnyObject?, origin: () -> Origin?) -> Lookup {
-        if let scope, let lastScope, scope === lastScope, let last { return .found(last.record) }
+    mutating func find(context: RequestContext?, origin: () -> Origin?) -> Lookup {
+        if let id = context?.baseOriginScopeID, let lastScope, lastScope.id == id, let last {
+            return .found(last.record)
+        }
         guard let origin = origin() else { return .noOrigin }
-        return find(origin, scope: scope)
+        return find(origin, context: context)
     }
 
-    private mutating func find(_ origin: Origin, scope: AnyObject?) -> Lookup {
+    private mutating func find(_ origin: Origin, context: RequestContext?) -> Lookup {
         if let last, last.origin == origin {
-            lastScope = scope
+            remember(context)
             return .found(last.record)
         }
         guard let found = all[origin] else { return .missing(origin) }
         last = (origin, found)
-        lastScope = scope
+        remember(context)
         return .found(found)
     }
 
-    /// Adds `record` for `origin`, made for a request whose ``RequestContext/baseOriginScope``
-    /// is `scope`; remembered as the last used.
-    mutating func insert(_ record: Record, for origin: Origin, scope: AnyObject?) {
+    /// Notes the client scope of the request `last` was found or made for.
+    private mutating func remember(_ context: RequestContext?) {
+        if let id = context?.baseOriginScopeID, let scope = context?.baseOriginScope {
+            if lastScope?.id != id { lastScope = (id, scope) }
+        } else {
+            lastScope = nil
+        }
+    }
+
+    /// Adds `record` for `origin`, made for the request of `context`; remembered as the last used.
+    mutating func insert(_ record: Record, for origin: Origin, context: RequestContext?) {
         all[origin] = record
         last = (origin, record)
-        lastScope = scope
+        remember(context)
     }
 
     /// The record of `origin`, if it has one; remembered as the last used.
     mutating func find(_ origin: Origin) -> Record? {
-        if case .found(let record) = find(origin, scope: nil) { return record }
+        if case .found(let record) = find(origin, context: nil) { return record }
         return nil
     }
 

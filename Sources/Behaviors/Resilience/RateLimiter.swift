@@ -189,26 +189,25 @@ public final class RateLimiter: Sendable {
         -> (wait: Duration, account: Account, needsPermit: Bool)
     {
         // An origin always gives an account.
-        try take(scope: nil, origin: { origin }, within: within) ?? (.zero, Account(origin), false)
+        try take(context: nil, origin: { origin }, within: within) ?? (.zero, Account(origin), false)
     }
 
-    /// ``take(_:within:)`` for a request: its account found by `scope`
-    /// (``RequestContext/baseOriginScope``) when that is the last one's, else by the origin
-    /// `origin` gives; `nil` when it has none.
+    /// ``take(_:within:)`` for the request of `context`: its account found by its client's scope
+    /// when that is the last one's, else by the origin `origin` gives; `nil` when it has none.
     @inline(__always)
-    package func take(scope: AnyObject?, origin: () -> Origin?, within: () -> Duration?) throws(NetworkError)
+    package func take(context: RequestContext?, origin: () -> Origin?, within: () -> Duration?) throws(NetworkError)
         -> (wait: Duration, account: Account, needsPermit: Bool)?
     {
         let now = elapsed.nanoseconds()
         let taken: (Turn, Account)? = accounts.withLock { accounts in
             let account: Account
-            switch accounts.find(scope: scope, origin: origin) {
+            switch accounts.find(context: context, origin: origin) {
             case .found(let found):
                 account = found
             case .missing(let origin):
                 if accounts.count >= maxOrigins { evict(&accounts) }
                 account = Account(origin)
-                accounts.insert(account, for: origin, scope: scope)
+                accounts.insert(account, for: origin, context: context)
             case .noOrigin:
                 return nil
             }
@@ -555,7 +554,7 @@ public struct RateLimitBehavior: AttemptIntercepting, AttemptGating {
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
         guard
             let (wait, account, needsPermit) = try limiter.take(
-                scope: context.baseOriginScope, origin: { context.requestOrigin }, within: { context.attemptTimeRemaining })
+                context: context, origin: { context.requestOrigin }, within: { context.attemptTimeRemaining })
         else { return .uncounted }
         guard wait > .zero || needsPermit else { return GatePass(record: account) }
         return GatePass(record: account, number: wait.nanoseconds, flag: needsPermit, waits: true)
