@@ -9,8 +9,8 @@
 /// interceptor's `next` is one exchange, admitted on its own. A gate is a behavior of its own kind
 /// (not an interceptor) because the door is on every request's path: admitting an attempt is a
 /// synchronous call with no closure and no copy of the request, so a gate that lets it through at
-/// once costs about a third of what an `intercept` member's nesting does (measured in
-/// BENCHMARKS.md: about 1,300 to 1,700 instructions a request, against about 4,300).
+/// once costs about a quarter of what an `intercept` member's nesting does (measured in
+/// BENCHMARKS.md: about 950 to 1,370 instructions a request, against about 4,300).
 ///
 /// The engine calls, for one exchange:
 /// 1. ``admit(_:context:)``: it returns a pass, or throws the ``NetworkError`` that refuses the
