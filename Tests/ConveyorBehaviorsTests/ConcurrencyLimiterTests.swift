@@ -135,17 +135,17 @@ import Testing
         // At full use each failure takes a tenth off: 10 × 0.9⁵ = 5.9.
         let failing = ConcurrencyLimiter.Account(Self.origin, limit: 10)
         failing.inFlight = 10
-        for _ in 0..<5 { failing.adjust(latency: 1_000, failed: true, at: 0, options: options) }
+        for _ in 0..<5 { failing.adjust(latency: 1_000, failed: true, at: 0, options: options, floorWindow: options.floorWindowNanoseconds) }
         #expect(Int(failing.limit) == 5)
         // One at a time is at least half of a limit of 2: each answer raises it by 1 / limit.
         let account = ConcurrencyLimiter.Account(Self.origin, limit: 2)
         account.inFlight = 1
-        account.adjust(latency: 1_000, failed: false, at: 0, options: options)
+        account.adjust(latency: 1_000, failed: false, at: 0, options: options, floorWindow: options.floorWindowNanoseconds)
         #expect(account.limit == 2.5)
         // In use below half: no rise (the limit is not what holds the origin back).
         account.inFlight = 1
         account.limit = 4
-        account.adjust(latency: 1_000, failed: false, at: 1, options: options)
+        account.adjust(latency: 1_000, failed: false, at: 1, options: options, floorWindow: options.floorWindowNanoseconds)
         #expect(account.limit == 4)
     }
 
@@ -154,32 +154,32 @@ import Testing
         options.floorMemory = .seconds(20)  // windows of 10 s
         let account = ConcurrencyLimiter.Account(Self.origin, limit: 10)
         account.inFlight = 10
-        account.adjust(latency: 100_000_000, failed: false, at: 0, options: options)  // 100 ms: the floor
+        account.adjust(latency: 100_000_000, failed: false, at: 0, options: options, floorWindow: options.floorWindowNanoseconds)  // 100 ms: the floor
         #expect(account.limit == 10.1)
-        account.adjust(latency: 190_000_000, failed: false, at: 1, options: options)  // within 2×
+        account.adjust(latency: 190_000_000, failed: false, at: 1, options: options, floorWindow: options.floorWindowNanoseconds)  // within 2×
         #expect(account.limit > 10.1)
         let before = account.limit
-        account.adjust(latency: 201_000_000, failed: false, at: 2, options: options)  // slower than 2×
+        account.adjust(latency: 201_000_000, failed: false, at: 2, options: options, floorWindow: options.floorWindowNanoseconds)  // slower than 2×
         #expect(account.limit == before * 0.9)
         // The floor is forgotten within two windows: a route that became slower is the new normal.
-        account.adjust(latency: 300_000_000, failed: false, at: 25_000_000_000, options: options)
+        account.adjust(latency: 300_000_000, failed: false, at: 25_000_000_000, options: options, floorWindow: options.floorWindowNanoseconds)
         let settled = account.limit
-        account.adjust(latency: 300_000_000, failed: false, at: 25_000_000_001, options: options)
+        account.adjust(latency: 300_000_000, failed: false, at: 25_000_000_001, options: options, floorWindow: options.floorWindowNanoseconds)
         #expect(account.limit > settled)
         // With the default memory (2 minutes) the floor of 100 ms still holds 25 s later, and 70 s
         // later: a 300 ms answer is slow. Past 2 minutes it is forgotten.
         let remembering = ConcurrencyLimiter.Account(Self.origin, limit: 10)
         let defaults = ConcurrencyLimiter.Options(initialLimit: 10, maxLimit: 100)
         remembering.inFlight = 10
-        remembering.adjust(latency: 100_000_000, failed: false, at: 0, options: defaults)
+        remembering.adjust(latency: 100_000_000, failed: false, at: 0, options: defaults, floorWindow: defaults.floorWindowNanoseconds)
         for at: Int64 in [25_000_000_000, 70_000_000_000] {
             let before = remembering.limit
-            remembering.adjust(latency: 300_000_000, failed: false, at: at, options: defaults)
+            remembering.adjust(latency: 300_000_000, failed: false, at: at, options: defaults, floorWindow: defaults.floorWindowNanoseconds)
             #expect(remembering.limit < before)
         }
-        remembering.adjust(latency: 300_000_000, failed: false, at: 125_000_000_000, options: defaults)
+        remembering.adjust(latency: 300_000_000, failed: false, at: 125_000_000_000, options: defaults, floorWindow: defaults.floorWindowNanoseconds)
         let relearned = remembering.limit
-        remembering.adjust(latency: 300_000_000, failed: false, at: 125_000_000_001, options: defaults)
+        remembering.adjust(latency: 300_000_000, failed: false, at: 125_000_000_001, options: defaults, floorWindow: defaults.floorWindowNanoseconds)
         #expect(remembering.limit > relearned)
     }
 
@@ -192,22 +192,22 @@ import Testing
         let account = ConcurrencyLimiter.Account(Self.origin, limit: 20)
         account.inFlight = 1
         for index in 0..<10 {  // one at a time, 10 ms each: below half the limit, so it stays at 20
-            account.adjust(latency: 10_000_000, failed: false, at: Int64(index) * 100_000_000, options: options)
+            account.adjust(latency: 10_000_000, failed: false, at: Int64(index) * 100_000_000, options: options, floorWindow: options.floorWindowNanoseconds)
         }
         #expect(account.limit == 20)
-        account.adjust(latency: 40_000_000, failed: false, at: 1_000_000_000, options: options)  // slower than 2×
+        account.adjust(latency: 40_000_000, failed: false, at: 1_000_000_000, options: options, floorWindow: options.floorWindowNanoseconds)  // slower than 2×
         #expect(account.limit == 1.8)  // twice the most in flight (1) × 0.9, not 20 × 0.9
         // The use of the window before counts too: 8 in flight then, one now.
         let busy = ConcurrencyLimiter.Account(Self.origin, limit: 20)
         busy.inFlight = 8
-        busy.adjust(latency: 10_000_000, failed: false, at: 9_000_000_000, options: options)
+        busy.adjust(latency: 10_000_000, failed: false, at: 9_000_000_000, options: options, floorWindow: options.floorWindowNanoseconds)
         busy.inFlight = 1
-        busy.adjust(latency: 10_000_000, failed: true, at: 11_000_000_000, options: options)
+        busy.adjust(latency: 10_000_000, failed: true, at: 11_000_000_000, options: options, floorWindow: options.floorWindowNanoseconds)
         #expect(busy.limit == 16 * 0.9)
         // A limit in use falls from itself, as before.
         let full = ConcurrencyLimiter.Account(Self.origin, limit: 10)
         full.inFlight = 10
-        full.adjust(latency: 10_000_000, failed: true, at: 0, options: options)
+        full.adjust(latency: 10_000_000, failed: true, at: 0, options: options, floorWindow: options.floorWindowNanoseconds)
         #expect(full.limit == 9)
     }
 
@@ -232,7 +232,7 @@ import Testing
                 peak.current = max(peak.current, account.inFlight)
                 let failed = random.next() % 4 == 0
                 let before = account.limit
-                account.adjust(latency: Int64(random.next() % 500_000_000) + 1, failed: failed, at: now, options: options)
+                account.adjust(latency: Int64(random.next() % 500_000_000) + 1, failed: failed, at: now, options: options, floorWindow: options.floorWindowNanoseconds)
                 #expect(account.limit >= Double(minLimit) && account.limit <= Double(maxLimit))
                 let used = Double(2 * max(peak.current, peak.previous))
                 if failed { #expect(account.limit == max(Double(minLimit), min(before, used) * 0.9)) }

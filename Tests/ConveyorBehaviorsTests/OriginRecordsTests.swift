@@ -1,9 +1,10 @@
-@testable import ConveyorBehaviors
 import ConveyorPipeline
 import ConveyorTestSupport
 import ConveyorTesting
 import Foundation
 import Testing
+
+@testable import ConveyorBehaviors
 
 /// A gate finds a request's record (a circuit, a limiter's account) by its client's scope when
 /// the request goes to the client's base origin, and by its origin otherwise: never another
@@ -17,59 +18,64 @@ import Testing
     static let a = Origin(URL(string: "https://a.test")!)!
     static let b = Origin(URL(string: "https://b.test")!)!
 
-    /// A request of the client `scope` belongs to; to its base origin unless `targets` is false.
-    func request(of scope: ClientScope, targets: Bool = true) -> RequestContext {
-        RequestContext(request: HTTPRequest(url: URL(string: "https://any.test/")!), scope: scope, targetsBaseOrigin: targets)
+    /// A request of the client `scope` belongs to, to `url`; to the client's base origin unless
+    /// `targets` is false.
+    func request(of scope: ClientScope, to url: String = "https://any.test/", targets: Bool = true) -> RequestContext {
+        RequestContext(request: HTTPRequest(url: URL(string: url)!), scope: scope, targetsBaseOrigin: targets)
     }
 
-    @Test func aScopeFindsTheLastRecordWithoutMakingTheOriginAndOnlyItsOwn() {
+    @Test func aScopeFindsOnlyItsOwnClientsRecord() {
         var records = OriginRecords<Record>()
         let scopeA = ClientScope(origin: Self.a)
         let scopeB = ClientScope(origin: Self.b)
-        guard case .missing(let origin) = records.find(context: request(of: scopeA), origin: { Self.a }) else {
+        guard case .missing(let origin) = records.find(context: request(of: scopeA)) else {
             Issue.record("found a record in an empty table")
             return
         }
+        #expect(origin == Self.a)
         records.insert(Record("a"), for: origin, context: request(of: scopeA))
-        // Found by the scope: the origin is not asked for.
-        let byScope = records.find(context: request(of: scopeA)) {
-            Issue.record("the origin was made")
-            return Self.a
+        guard case .found(let found) = records.find(context: request(of: scopeA)) else {
+            Issue.record("not found")
+            return
         }
-        guard case .found(let found) = byScope else { Issue.record("not found"); return }
         #expect(found.name == "a")
         // Another client's scope is not the last one: its request is found by its own origin.
-        guard case .missing(let missing) = records.find(context: request(of: scopeB), origin: { Self.b }) else {
+        guard case .missing(let missing) = records.find(context: request(of: scopeB)) else {
             Issue.record("b's request found a record")
             return
         }
         #expect(missing == Self.b)
         records.insert(Record("b"), for: Self.b, context: request(of: scopeB))
-        // The last record is b's now: a's scope finds a's record by a's origin.
-        var asked = false
-        guard case .found(let again) = records.find(context: request(of: scopeA), origin: { asked = true; return Self.a })
-        else {
+        // The last record is b's now: a's scope finds a's record (by a's origin).
+        guard case .found(let again) = records.find(context: request(of: scopeA)) else {
             Issue.record("a's record is gone")
             return
         }
-        #expect(again.name == "a" && asked)
+        #expect(again.name == "a")
         // A request of a's client to another origin (not its base origin: found by its origin,
         // though a's scope found the last record) finds that origin's record.
-        guard case .found(let other) = records.find(context: request(of: scopeA, targets: false), origin: { Self.b })
+        guard
+            case .found(let other) = records.find(context: request(of: scopeA, to: "https://b.test/x", targets: false))
         else {
             Issue.record("b's record is gone")
             return
         }
         #expect(other.name == "b")
+        // And an origin alone finds its record.
+        guard case .found(let byOrigin) = records.find(context: nil, origin: Self.a) else {
+            Issue.record("a's record is gone")
+            return
+        }
+        #expect(byOrigin.name == "a")
         // A record removed is not found by the scope that found it last.
-        _ = records.find(context: request(of: scopeB), origin: { Self.b })
+        _ = records.find(context: request(of: scopeB))
         records[Self.b] = nil
-        guard case .missing = records.find(context: request(of: scopeB), origin: { Self.b }) else {
+        guard case .missing = records.find(context: request(of: scopeB)) else {
             Issue.record("a removed record was found")
             return
         }
-        // A request with no origin.
-        guard case .noOrigin = records.find(context: nil, origin: { nil }) else {
+        // A request with no origin (a client without a base URL, a URL without a host).
+        guard case .noOrigin = records.find(context: request(of: ClientScope(origin: nil), to: "file:///x")) else {
             Issue.record("a request without an origin found a record")
             return
         }

@@ -137,13 +137,13 @@ public final class CircuitBreaker: Sendable {
     /// its outcome is to be counted in.
     package func admit(_ origin: Origin) -> (Admission, Circuit) {
         // An origin always gives a circuit.
-        admit(context: nil, origin: { origin }) ?? (.send(probe: false), Circuit(origin))
+        admit(context: nil, origin: origin) ?? (.send(probe: false), Circuit(origin))
     }
 
-    /// ``admit(_:)`` for the request of `context`: its circuit found by its client's scope when
-    /// that is the last one's, else by the origin `origin` gives; `nil` when it has none.
+    /// ``admit(_:)`` for the request of `context` (found by its client's scope, else its origin),
+    /// or without one for `origin`; `nil` for a request with no origin.
     @inline(__always)
-    package func admit(context: RequestContext?, origin: () -> Origin?) -> (Admission, Circuit)? {
+    func admit(context: RequestContext?, origin: Origin? = nil) -> (Admission, Circuit)? {
         var changed: State?
         let result: (Admission, Circuit)? = circuits.withLock { circuits in
             let circuit: Circuit
@@ -384,7 +384,7 @@ public struct CircuitBreakerBehavior: AttemptIntercepting, AttemptGating {
     }
 
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
-        guard let (admission, circuit) = breaker.admit(context: context, origin: { context.requestOrigin })
+        guard let (admission, circuit) = breaker.admit(context: context)
         else { return .uncounted }
         switch admission {
         case .send(let probe): return GatePass(record: circuit, flag: probe)

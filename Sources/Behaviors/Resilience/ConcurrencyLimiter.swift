@@ -189,13 +189,13 @@ public final class ConcurrencyLimiter: Sendable {
     /// - Throws: ``NetworkError/rateLimited`` when the queue is full or the attempt may not wait.
     package func enter(_ origin: Origin, within: @autoclosure () -> Duration?) throws(NetworkError) -> Entry {
         // An origin always gives an account.
-        try enter(context: nil, origin: { origin }, within: within()) ?? .placed(started: 0, account: Account(origin, limit: 1))
+        try enter(context: nil, origin: origin, within: within()) ?? .placed(started: 0, account: Account(origin, limit: 1))
     }
 
-    /// ``enter(_:within:)`` for the request of `context`: its account found by its client's scope
-    /// when that is the last one's, else by the origin `origin` gives; `nil` when it has none.
+    /// ``enter(_:within:)`` for the request of `context` (found by its client's scope, else its
+    /// origin), or without one for `origin`; `nil` for a request with no origin.
     @inline(__always)
-    package func enter(context: RequestContext?, origin: () -> Origin?, within: @autoclosure () -> Duration?)
+    func enter(context: RequestContext?, origin: Origin? = nil, within: @autoclosure () -> Duration?)
         throws(NetworkError) -> Entry?
     {
         let draw = options.throttle == nil ? 0 : random()
@@ -341,11 +341,11 @@ public final class ConcurrencyLimiter: Sendable {
         if let changed { onChange?(account.origin, changed) }
     }
 
-    private func account(context: RequestContext?, origin made: () -> Origin?, in origins: inout OriginRecords<Account>)
+    private func account(context: RequestContext?, origin given: Origin?, in origins: inout OriginRecords<Account>)
         -> Account?
     {
         let origin: Origin
-        switch origins.find(context: context, origin: made) {
+        switch origins.find(context: context, origin: given) {
         case .found(let account): return account
         case .missing(let missing): origin = missing
         case .noOrigin: return nil
@@ -443,8 +443,8 @@ public final class ConcurrencyLimiter: Sendable {
             self.fields = LockedFields(Fields(limit: limit))
         }
 
-        func adjust(latency: Int64, failed: Bool, at now: Int64, options: Options, floorWindow: Int64? = nil) {
-            let window = now / (floorWindow ?? options.floorWindowNanoseconds)
+        func adjust(latency: Int64, failed: Bool, at now: Int64, options: Options, floorWindow: Int64) {
+            let window = now / floorWindow
             if window != fastest.window {
                 peak = (0, window == fastest.window + 1 ? peak.current : 0)
                 fastest = (window, .max, window == fastest.window + 1 ? fastest.current : .max)
@@ -553,9 +553,7 @@ public struct ConcurrencyLimitBehavior: AttemptIntercepting, AttemptGating {
     }
 
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
-        let entry = try limiter.enter(
-            context: context, origin: { context.requestOrigin }, within: context.attemptTimeRemaining)
-        switch entry {
+        switch try limiter.enter(context: context, within: context.attemptTimeRemaining) {
         case nil: return .uncounted
         case .placed(let started, let account): return GatePass(record: account, number: started)
         case .queued(let ticket, let account): return GatePass(record: account, number: Int64(ticket), waits: true)

@@ -30,14 +30,14 @@ struct OriginRecords<Record: AnyObject> {
     }
 
     /// The record of a request, remembered as the last used: by its client's scope
-    /// (``RequestContext/baseOriginScopeID``) when that is the last one's, else by the origin
-    /// `origin` gives (asked only then). Without a context, by the origin.
+    /// (``RequestContext/baseOriginScopeID``) when that is the last one's, else by its origin
+    /// (made only then); without a context, the record of `origin`.
     @inline(__always)
-    mutating func find(context: RequestContext?, origin: () -> Origin?) -> Lookup {
+    mutating func find(context: RequestContext?, origin: Origin? = nil) -> Lookup {
         if let id = context?.baseOriginScopeID, let lastScope, lastScope.id == id, let last {
             return .found(last.record)
         }
-        guard let origin = origin() else { return .noOrigin }
+        guard let origin = origin ?? context?.requestOrigin else { return .noOrigin }
         return find(origin, context: context)
     }
 
@@ -61,7 +61,8 @@ struct OriginRecords<Record: AnyObject> {
         }
     }
 
-    /// Adds `record` for `origin`, made for the request of `context`; remembered as the last used.
+    /// Adds `record` for `origin`, made for the request of `context`, if any; remembered as the
+    /// last used.
     mutating func insert(_ record: Record, for origin: Origin, context: RequestContext?) {
         all[origin] = record
         last = (origin, record)
@@ -89,3 +90,4 @@ struct OriginRecords<Record: AnyObject> {
         }
     }
 }
+

@@ -189,13 +189,13 @@ public final class RateLimiter: Sendable {
         -> (wait: Duration, account: Account, needsPermit: Bool)
     {
         // An origin always gives an account.
-        try take(context: nil, origin: { origin }, within: within) ?? (.zero, Account(origin), false)
+        try take(context: nil, origin: origin, within: within) ?? (.zero, Account(origin), false)
     }
 
-    /// ``take(_:within:)`` for the request of `context`: its account found by its client's scope
-    /// when that is the last one's, else by the origin `origin` gives; `nil` when it has none.
+    /// ``take(_:within:)`` for the request of `context` (found by its client's scope, else its
+    /// origin), or without one for `origin`; `nil` for a request with no origin.
     @inline(__always)
-    package func take(context: RequestContext?, origin: () -> Origin?, within: () -> Duration?) throws(NetworkError)
+    func take(context: RequestContext?, origin: Origin? = nil, within: () -> Duration?) throws(NetworkError)
         -> (wait: Duration, account: Account, needsPermit: Bool)?
     {
         let now = elapsed.nanoseconds()
@@ -552,9 +552,7 @@ public struct RateLimitBehavior: AttemptIntercepting, AttemptGating {
     }
 
     package func admit(_ request: HTTPRequest, context: RequestContext) throws(NetworkError) -> GatePass {
-        guard
-            let (wait, account, needsPermit) = try limiter.take(
-                context: context, origin: { context.requestOrigin }, within: { context.attemptTimeRemaining })
+        guard let (wait, account, needsPermit) = try limiter.take(context: context, within: { context.attemptTimeRemaining })
         else { return .uncounted }
         guard wait > .zero || needsPermit else { return GatePass(record: account) }
         return GatePass(record: account, number: wait.nanoseconds, flag: needsPermit, waits: true)
