@@ -105,6 +105,10 @@ package protocol ResponseBodyTaker: Sendable {
     /// What follows a failed attempt, decided by the taker before the behaviors' retry
     /// decisions: `nil` to let them decide, as for any request.
     func decision(after failure: NetworkError) async -> TakerDecision?
+    /// Whether the bytes may wait to be handed on in batches while they arrive back to back (a
+    /// file being downloaded: no one reads them as they come), instead of each as soon as it
+    /// arrives (a caller's stream, an event stream).
+    var takesBytesInBatches: Bool { get }
 }
 
 extension ResponseBodyTaker {
@@ -113,6 +117,7 @@ extension ResponseBodyTaker {
     package func watchIdle(_ activity: (any IdleActivity)?) {}
     package func bodyEnded() throws(NetworkError) {}
     package func decision(after failure: NetworkError) async -> TakerDecision? { nil }
+    package var takesBytesInBatches: Bool { false }
 }
 
 /// What a ``ResponseBodyTaker`` decides after a failed attempt.
@@ -170,6 +175,9 @@ public final class TransferHandler: Sendable {
     public let timesOutWhenIdle: Bool
     /// How long an attempt may go without a byte, when ``timesOutWhenIdle``; `nil` for no limit.
     public let idleTimeout: Duration?
+    /// Whether a transport may hand the taken body on in batches while its bytes arrive back to
+    /// back (a download to a file), instead of waking its receiver for every chunk.
+    package let takesBytesInBatches: Bool
     /// The head of the current attempt's response, once it arrived: a failure after it keeps it.
     private let head = Locked<HTTPResponse?>(nil)
     /// The current attempt's idle deadline, pushed back by every byte.
@@ -180,6 +188,7 @@ public final class TransferHandler: Sendable {
         self.observers = observers
         self.timesOutWhenIdle = taker?.timesOutWhenIdle ?? false
         self.idleTimeout = taker?.timesOutWhenIdle == true ? taker?.idleTimeout : nil
+        self.takesBytesInBatches = taker?.takesBytesInBatches ?? false
     }
 
     /// The engine made an attempt's idle deadline: bytes push it back from now on, and the taker

@@ -347,8 +347,10 @@ class Handler(BaseHTTPRequestHandler):
             self.framing(url.path[len("/framing/"):])
         elif url.path.startswith("/fault/"):
             self.fault(parts[1])
-        elif url.path == "/stream":  # `bytes` bytes (default 1 GiB), written in 64 KiB chunks
-            self.stream(int(arg("bytes", str(1 << 30))), gzip=False)
+        elif url.path == "/stream":  # `bytes` bytes (default 1 GiB), written in 64 KiB chunks;
+            # with hold=<name>, the first `first` bytes, then the rest once /held/<name>/release came
+            self.stream(int(arg("bytes", str(1 << 30))), gzip=False,
+                        hold=arg("hold"), first=int(arg("first", "0")))
         elif url.path == "/gzipbomb":  # a small gzip body that inflates to `bytes` zero bytes
             self.stream(int(arg("bytes", str(1 << 30))), gzip=True)
         elif url.path == "/endless/written":  # how much /endless?key= wrote, once it stopped (or so far, with wait=0): endless()
@@ -600,8 +602,9 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def stream(self, total, gzip):
-        """Streams `total` zero bytes (gzip-encoded if asked) until done or the client hangs up."""
+    def stream(self, total, gzip, hold=None, first=0):
+        """Streams `total` zero bytes (gzip-encoded if asked) until done or the client hangs up;
+        with `hold`, writes `first` bytes, then waits for /held/<hold>/release (30 s at most)."""
         body = gzip_zeros(total) if gzip else None
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
@@ -615,6 +618,11 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 chunk = memoryview(bytes(65536))  # slices of a view copy nothing
                 sent = 0
+                if hold is not None:
+                    self.wfile.write(bytes(min(first, total)))
+                    self.wfile.flush()
+                    sent = min(first, total)
+                    held_event(hold).wait(30)
                 while sent < total:
                     part = chunk[: min(len(chunk), total - sent)]
                     self.wfile.write(part)

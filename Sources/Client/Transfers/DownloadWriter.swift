@@ -238,6 +238,9 @@ final class DownloadWriter: ResponseBodyTaker {
 
     var resumedBytes: Int64 { state.withLock { $0.start } }
 
+    /// A file's bytes are read by no one while they arrive: they may wait for a batch.
+    var takesBytesInBatches: Bool { true }
+
     /// The download succeeded with `response`: writes its body if a behavior answered in memory,
     /// then moves the file into place.
     func finish(with response: HTTPResponse) throws(NetworkError) {
