@@ -194,8 +194,8 @@ public enum Scenario: String, CaseIterable, Sendable {
     /// does, so the deadline is scheduled): an app's usual chain, whose first attempt runs its
     /// `beforeSend` hooks (the activity counter, the background task) in its guarded step.
     case realisticTimeout = "realistic-timeout"
-    /// 0 behaviors, a request timeout: every attempt is a guarded step (the transport answers
-    /// before the step could wait, so no timer is armed).
+    /// 0 behaviors, a request timeout: every attempt is a guarded step, and its deadline an entry
+    /// of the shared timer, scheduled and dropped though the transport answers at once.
     case timeout
     /// 0 behaviors, a transport that suspends once before it answers (`suspended`), and the same
     /// with a request timeout (`timeout-suspended`): the deadline's timer is armed and removed.
