@@ -42,12 +42,16 @@ final class DelegateQueue: OperationQueue, @unchecked Sendable {
     private var heldBack = 0
     /// The dispatch queue the operations run on, which `underlyingQueue` does not retain.
     private let dispatchQueue: DispatchQueue
+    /// The serial queue the session's task cancels run on (see `TaskCanceller`): one per
+    /// session, so that a `cancel()` FoundationNetworking holds back delays no other session's.
+    let cancelQueue: DispatchQueue
 
     /// A serial queue running on a dispatch queue of its own. The session's default queue runs its
     /// operations on the global queue that Swift's cooperative pool also uses (as many threads as
     /// cores); while tasks keep those threads busy, received chunks wait there in memory.
     init(label: String) {
         dispatchQueue = DispatchQueue(label: label)
+        cancelQueue = DispatchQueue(label: label + ".cancel")
         super.init()
         maxConcurrentOperationCount = 1
         underlyingQueue = dispatchQueue

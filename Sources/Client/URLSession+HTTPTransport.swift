@@ -303,10 +303,16 @@ enum TaskCanceller {
     ///
     /// - FoundationNetworking's `cancel()` waits on the session's work queue; called inside
     ///   Swift's task-cancellation handler it can deadlock with a network thread that is resuming
-    ///   the same task (swift-corelibs-foundation#5412). So it runs on another queue: one serial
-    ///   queue for every cancellation, because on the global concurrent queue a storm of
+    ///   the same task (swift-corelibs-foundation#5412). So it runs on another queue, a serial
+    ///   one, because on the global concurrent queue a storm of
     ///   cancellations each blocked a thread in that wait until the pool had no thread left for
     ///   any session's work, and unrelated requests stalled to their timeouts.
+    /// - That serial queue is the session's own (``DelegateQueue/cancelQueue``), not one for the
+    ///   process: a `cancel()` that FoundationNetworking holds while a fast transfer runs (it can
+    ///   wait until the transfer has ended) then holds back only the cancels of its own session. With
+    ///   one queue for the process, a hedge's loser could wait behind another session's cancel:
+    ///   in a full CI run the loopback hedging test's loser was not stopped within the 30 s its
+    ///   server waits, and the server answered it (`CancelQueueTests`).
     /// - A task that already reported its end is not cancelled; `completing` is held across
     ///   `cancel()`, so FoundationNetworking never completes a task while it is being cancelled.
     /// - On Linux, a task of a session with a `URLCache` is never cancelled: a cancel that lands
@@ -316,12 +322,12 @@ enum TaskCanceller {
     ///   already returned; the task finishes on its own. ``URLSessionTransport`` removes the cache
     ///   from its session on Linux, so its transfers are stopped.
     static func cancelLater(_ task: URLSessionDataTask, session: URLSession, completing: Locked<Bool>) {
-        cancelQueue.async {
+        queue(for: session).async {
             #if canImport(FoundationNetworking)
                 if session.configuration.urlCache != nil { return }
+                let delegateQueue = session.delegateQueue as? DelegateQueue
                 // The delegate queue stops holding the work queue back until this is through
                 // (DelegateQueue): `cancel()` waits for the work queue while holding `completing`.
-                let delegateQueue = session.delegateQueue as? DelegateQueue
                 delegateQueue?.cancelStarted()
                 defer { delegateQueue?.cancelEnded() }
             #endif
@@ -331,7 +337,14 @@ enum TaskCanceller {
         }
     }
 
-    private static let cancelQueue = DispatchQueue(label: "Conveyor.URLSessionTask.cancel")
+    /// The serial queue the cancels of `session`'s tasks run on.
+    static func queue(for session: URLSession) -> DispatchQueue {
+        (session.delegateQueue as? DelegateQueue)?.cancelQueue ?? foreignSessionQueue
+    }
+
+    /// The cancels of a session that is not ``URLSessionTransport``'s own (none is today: every
+    /// session this file sees was made with a ``DelegateQueue``).
+    private static let foreignSessionQueue = DispatchQueue(label: "Conveyor.URLSessionTask.cancel")
 }
 
 /// A response's header fields as the pipeline carries them.
