@@ -312,7 +312,7 @@ enum TaskCanceller {
     ///   wait until the transfer has ended) then holds back only the cancels of its own session. With
     ///   one queue for the process, a hedge's loser could wait behind another session's cancel:
     ///   in a full CI run the loopback hedging test's loser was not stopped within the 30 s its
-    ///   server waits, and the server answered it (`CancelQueueTests`).
+    ///   server waits, and the server answered it (`HedgingLoopbackTests`, `CancelQueueTests`).
     /// - A task that already reported its end is not cancelled; `completing` is held across
     ///   `cancel()`, so FoundationNetworking never completes a task while it is being cancelled.
     /// - On Linux, a task of a session with a `URLCache` is never cancelled: a cancel that lands

@@ -4,6 +4,8 @@ import ConveyorTesting
 import Foundation
 import Testing
 
+@testable import Conveyor
+
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
@@ -21,6 +23,26 @@ import Testing
     }
 
     @Test func theLoserIsCancelledOnTheWireAndTheHedgesAnswerKept() async throws {
+        try await Self.hedgedRequestEndsItsLoserOnTheWire()
+    }
+
+    /// `URLSessionTransport` cancels each session's tasks on a serial queue of that session's own
+    /// (`TaskCanceller`, `CancelQueueTests`): FoundationNetworking can hold a `cancel()` until a
+    /// fast transfer has ended, and with one queue for the process every other session's cancels
+    /// waited behind it. Here another transport's cancel queue is held for the whole test, and
+    /// the loser, on a transport of its own, is still cancelled on the wire at once (with one
+    /// queue for the process, the server waits its 30 s and answers it).
+    @Test func aCancelHeldOnAnotherTransportDoesNotHoldBackTheLosers() async throws {
+        let other = URLSessionTransport(configuration: .ephemeral)
+        let release = DispatchSemaphore(value: 0)
+        TaskCanceller.queue(for: other.session).async { release.wait() }
+        defer { release.signal() }
+        try await Self.hedgedRequestEndsItsLoserOnTheWire()
+    }
+
+    /// A hedged GET of `/hedge/<name>` over a transport of its own: the hedge's answer is kept and
+    /// the server saw the client hang up on the first attempt.
+    static func hedgedRequestEndsItsLoserOnTheWire() async throws {
         try await LocalServer.withServer { server in
             let clock = ManualClock()
             let client = NetworkClient(
