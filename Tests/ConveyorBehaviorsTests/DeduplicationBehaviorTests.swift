@@ -329,6 +329,57 @@ struct Door: AttemptIntercepting {
         #expect(mock.requests.count >= 2 && mock.requests.count <= 6)  // one 503 shared, then retries join or not
     }
 
+    /// Callers that shared one failed call each ask the retry budget for a retry, as they would
+    /// without the behavior (Deduplication.md, "What each caller sees"): forty callers on one
+    /// 503, in a window with nothing else, get the budget's floor of ten retries (a fifth of 40 is
+    /// 8), which share one call again; the thirty refused end at once with the 503. The budget
+    /// counts callers, not the calls that reach the server: stricter than its ratio here.
+    @Test func callersOfASharedFailureEachAskTheBudgetForARetry() async throws {
+        let failing = Stuck()
+        let retried = Stuck()
+        let dedup = DeduplicationBehavior()
+        let mock = MockTransport(baseURL: apiURL)
+        mock.enqueue(.handler { _ in
+            await failing.wait()
+            return .status(503)
+        })
+        mock.enqueue(.handler { _ in
+            await retried.wait()
+            return .text("second")
+        })
+        let clock = ManualClock()
+        let configuration = NetworkClient.Configuration(clock: clock)
+        let client = NetworkClient(baseURL: apiURL, transport: mock, configuration: configuration) {
+            RetryBehavior(.exponentialBackoff(maxAttempts: 2, jitter: .none))
+            dedup
+        }
+        let tasks = (0..<40).map { _ in
+            Task { try await client.response(for: Request<String>(path: "/movies")) }
+        }
+        await dedup.calls.waitUntilWaiting(40)
+        failing.release()
+        await clock.waitForSleepers(10)  // the retries the budget let through, in their backoff
+        clock.advance(by: .seconds(1))
+        await dedup.calls.waitUntilWaiting(10)
+        retried.release()
+        var answered = 0
+        var refused = 0
+        for task in tasks {
+            do {
+                let response = try await task.value
+                #expect(response.value == "second" && response.attempts == 2)
+                answered += 1
+            } catch NetworkError.status(503) {
+                refused += 1
+            }
+        }
+        #expect(answered == 10 && refused == 30)
+        #expect(mock.requests.count == 2)  // the shared 503, then the ten retries' one call
+        let origin = try #require(Origin(apiURL))
+        let snapshot = try #require(configuration.retryBudget).snapshot(for: origin)
+        #expect(snapshot.requests == 40 && snapshot.retries == 10 && snapshot.refused == 30)
+    }
+
     @Test func noDescriptionShowsARequestOrACredential() async throws {
         let held = Stuck()
         let dedup = DeduplicationBehavior()
