@@ -138,5 +138,9 @@ for (index, (label, _)) in paths.enumerated() {
 
 await storage.removeAll()
 _ = try? await postgres.query("DROP TABLE \(unescaped: "\"" + table + "\"")")
-try await http.shutdown()
+try await shutDown(http)
 runner.cancel()
+
+/// Shuts the client down the `async` way (at top level, `http.shutdown()` picks the overload that
+/// returns a future, and nothing waited for it).
+func shutDown(_ client: HTTPClient) async throws { try await client.shutdown() }
