@@ -304,9 +304,9 @@ enum TaskCanceller {
     /// - FoundationNetworking's `cancel()` waits on the session's work queue; called inside
     ///   Swift's task-cancellation handler it can deadlock with a network thread that is resuming
     ///   the same task (swift-corelibs-foundation#5412). So it runs on another queue, a serial
-    ///   one, because on the global concurrent queue a storm of
-    ///   cancellations each blocked a thread in that wait until the pool had no thread left for
-    ///   any session's work, and unrelated requests stalled to their timeouts.
+    ///   one, because on the global concurrent queue a storm of cancellations each blocked a
+    ///   thread in that wait until the pool had no thread left for any session's work, and
+    ///   unrelated requests stalled to their timeouts.
     /// - That serial queue is the session's own (``DelegateQueue/cancelQueue``), not one for the
     ///   process: a `cancel()` that FoundationNetworking holds while a fast transfer runs (it can
     ///   wait until the transfer has ended) then holds back only the cancels of its own session. With
@@ -342,8 +342,9 @@ enum TaskCanceller {
         (session.delegateQueue as? DelegateQueue)?.cancelQueue ?? foreignSessionQueue
     }
 
-    /// The cancels of a session that is not ``URLSessionTransport``'s own (none is today: every
-    /// session this file sees was made with a ``DelegateQueue``).
+    /// The cancels of every session that is not ``URLSessionTransport``'s own (a plain `URLSession`
+    /// used as the transport): they share this one queue, so such a session's cancels can wait
+    /// behind another's.
     private static let foreignSessionQueue = DispatchQueue(label: "Conveyor.URLSessionTask.cancel")
 }
 

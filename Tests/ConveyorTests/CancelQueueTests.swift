@@ -19,4 +19,14 @@ import Testing
         #expect(TaskCanceller.queue(for: first.session) !== TaskCanceller.queue(for: second.session))
         #expect(TaskCanceller.queue(for: first.session) === TaskCanceller.queue(for: first.session))
     }
+
+    /// A plain `URLSession` used as the transport has no ``DelegateQueue``: such sessions share
+    /// one cancel queue, which is no transport's.
+    @Test func plainSessionsShareAQueueThatIsNoTransports() {
+        let transport = URLSessionTransport(configuration: .ephemeral)
+        let plain = URLSession(configuration: .ephemeral)
+        let other = URLSession(configuration: .ephemeral)
+        #expect(TaskCanceller.queue(for: plain) !== TaskCanceller.queue(for: transport.session))
+        #expect(TaskCanceller.queue(for: plain) === TaskCanceller.queue(for: other))
+    }
 }
